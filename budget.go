@@ -1,0 +1,146 @@
+// This file holds the retry Budget: a per-host cap on retries as a share of
+// first attempts over a sliding window, so that a fleet of clients cannot
+// multiply an overload. The Transport consults it in transport.go.
+
+package retryhttp
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	budgetBuckets   = 10 // one a second: a sliding window of about 10 s
+	budgetWindow    = budgetBuckets * time.Second
+	budgetMaxHosts  = 1024 // beyond this many hosts, the rest share one account
+	overflowHostKey = ""
+)
+
+// A Budget caps the retries sent to each destination host (req.URL.Host):
+// over a sliding window of about 10 seconds, retries may add at most ratio
+// × the first attempts sent to that host, plus minPerSecond × 10 s as a
+// floor, so that a client with little traffic can still retry. When a
+// host's budget is spent, requests to it give up at once and return their
+// last response.
+//
+// A Budget is safe for concurrent use, and one Budget may be shared by
+// several Transports so that they spend one allowance. Recording a first
+// attempt costs one atomic operation and no lock. The zero Budget allows no
+// retries at all; use NewBudget.
+type Budget struct {
+	ratio float64
+	floor float64
+
+	mu    sync.Mutex // serialises adding a host; readers never take it
+	hosts atomic.Pointer[map[string]*hostBudget]
+}
+
+// NewBudget returns a Budget that lets retries add at most ratio × first
+// attempts per host over about 10 s, plus minPerSecond retries a second.
+// NewBudget(0.1, 10) is the default of every Transport.
+//
+// It panics if ratio or minPerSecond is negative, NaN or infinite.
+func NewBudget(ratio, minPerSecond float64) *Budget {
+	if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		panic(fmt.Sprintf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio))
+	}
+	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
+		panic(fmt.Sprintf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond))
+	}
+	return &Budget{ratio: ratio, floor: minPerSecond * budgetWindow.Seconds()}
+}
+
+// hostBudget counts one host's first attempts and retries in one-second
+// buckets. Each bucket packs the second it belongs to (high 32 bits) with
+// its count (low 32 bits), so that moving a bucket on to a new second and
+// counting in it is a single compare-and-swap.
+type hostBudget struct {
+	firsts  [budgetBuckets]atomic.Uint64
+	retries [budgetBuckets]atomic.Uint64
+}
+
+func bucketAdd(b *atomic.Uint64, sec int64) {
+	epoch := uint64(uint32(sec))
+	for {
+		old := b.Load()
+		next := epoch<<32 | 1
+		if old>>32 == epoch {
+			if uint32(old) == math.MaxUint32 {
+				return
+			}
+			next = old + 1
+		}
+		if b.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// sum adds the counts of the buckets that lie in the window ending at sec.
+func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
+	var n uint64
+	for i := range bs {
+		v := bs[i].Load()
+		if age := uint32(sec) - uint32(v>>32); age < budgetBuckets {
+			n += uint64(uint32(v))
+		}
+	}
+	return float64(n)
+}
+
+func (b *Budget) host(name string) *hostBudget {
+	if m := b.hosts.Load(); m != nil {
+		if h, ok := (*m)[name]; ok {
+			return h
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.hosts.Load()
+	var m map[string]*hostBudget
+	if old != nil {
+		if h, ok := (*old)[name]; ok {
+			return h
+		}
+		if len(*old) >= budgetMaxHosts {
+			name = overflowHostKey
+			if h, ok := (*old)[name]; ok {
+				return h
+			}
+		}
+		m = make(map[string]*hostBudget, len(*old)+1)
+		for k, v := range *old {
+			m[k] = v
+		}
+	} else {
+		m = make(map[string]*hostBudget, 1)
+	}
+	h := new(hostBudget)
+	m[name] = h
+	b.hosts.Store(&m)
+	return h
+}
+
+// recordFirst counts a first attempt to host.
+func (b *Budget) recordFirst(host string, now time.Time) {
+	sec := now.Unix()
+	bucketAdd(&b.host(host).firsts[uint64(sec)%budgetBuckets], sec)
+}
+
+// allowRetry reports whether host's budget has room for one more retry and,
+// if it has, spends it. Under concurrency a few retries may overshoot the
+// limit by the number of goroutines deciding at the same instant; that is
+// the price of taking no lock.
+func (b *Budget) allowRetry(host string, now time.Time) bool {
+	sec := now.Unix()
+	h := b.host(host)
+	limit := b.ratio*sum(&h.firsts, sec) + b.floor
+	if sum(&h.retries, sec)+1 > limit {
+		return false
+	}
+	bucketAdd(&h.retries[uint64(sec)%budgetBuckets], sec)
+	return true
+}

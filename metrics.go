@@ -1,0 +1,205 @@
+// This file holds the Prometheus metrics: the Metrics collector that users
+// register, and the per-Transport view of it that the retry loop in
+// transport.go records into without allocating.
+
+package retryhttp
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the retryhttp metric families. It is a
+// prometheus.Collector: register it on any prometheus.Registerer, then pass
+// it to one or more Transports with WithMetrics; WithName tells their
+// series apart. The families are:
+//
+//	retryhttp_requests_total{name,method}     logical requests (RoundTrip calls)
+//	retryhttp_attempts_total{name,code}       attempts sent, by status code or error class
+//	retryhttp_retries_total{name,reason}      retries made, by the status code or error class that caused them
+//	retryhttp_giveups_total{name,reason}      retryable failures not retried, by why
+//	retryhttp_backoff_seconds{name}           waits before retries
+//
+// Error classes are timeout, canceled, refused, reset, eof and error; a
+// method outside the standard ones is counted as "other". No label ever
+// holds a URL or a header value. Metrics is safe for concurrent use.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	giveups  *prometheus.CounterVec
+	backoff  *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	byName map[string]*transportMetrics
+}
+
+// NewMetrics returns a Metrics with no series yet. Nothing is registered:
+// the caller registers it, e.g. prometheus.MustRegister(m).
+func NewMetrics() *Metrics {
+	return &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_requests_total",
+			Help: "Logical requests sent through a retryhttp Transport (RoundTrip calls).",
+		}, []string{"name", "method"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_attempts_total",
+			Help: "Attempts sent, first attempts and retries, by status code or error class.",
+		}, []string{"name", "code"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_retries_total",
+			Help: "Retries scheduled, by the status code or error class of the attempt that failed.",
+		}, []string{"name", "reason"}),
+		giveups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_giveups_total",
+			Help: "Retryable failures that were not retried, by why.",
+		}, []string{"name", "reason"}),
+		backoff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "retryhttp_backoff_seconds",
+			Help:    "Waits before retries, in seconds.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"name"}),
+		byName: make(map[string]*transportMetrics),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.requests.Describe(ch)
+	m.attempts.Describe(ch)
+	m.retries.Describe(ch)
+	m.giveups.Describe(ch)
+	m.backoff.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.requests.Collect(ch)
+	m.attempts.Collect(ch)
+	m.retries.Collect(ch)
+	m.giveups.Collect(ch)
+	m.backoff.Collect(ch)
+}
+
+// WithMetrics makes the Transport record into m. The default records
+// nothing. Several Transports may share one Metrics; give them names with
+// WithName.
+func WithMetrics(m *Metrics) Option {
+	return Option{func(c *config) error {
+		c.metricsSrc = m
+		return nil
+	}}
+}
+
+const defaultName = "default"
+
+// forTransport returns the series of the Transport called name, made once
+// and shared by every Transport of that name.
+func (m *Metrics) forTransport(name string) *transportMetrics {
+	if name == "" {
+		name = defaultName
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if tm, ok := m.byName[name]; ok {
+		return tm
+	}
+	tm := &transportMetrics{
+		backoff:  m.backoff.WithLabelValues(name),
+		attempts: labelCache{vec: m.attempts, name: name},
+		retries:  labelCache{vec: m.retries, name: name},
+	}
+	for i, method := range methodLabels {
+		tm.requests[i] = m.requests.WithLabelValues(name, method)
+	}
+	for i, reason := range giveUpReasons {
+		tm.giveups[i] = m.giveups.WithLabelValues(name, reason)
+	}
+	m.byName[name] = tm
+	return tm
+}
+
+var methodLabels = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT", "other"}
+
+func methodIndex(method string) int {
+	for i, m := range methodLabels[:len(methodLabels)-1] {
+		if m == method {
+			return i
+		}
+	}
+	return len(methodLabels) - 1
+}
+
+var giveUpReasons = [...]string{GiveUpAttempts, GiveUpDeadline, GiveUpBudget, GiveUpRetryAfter, GiveUpBody, GiveUpUnsafeMethod}
+
+// transportMetrics is one name's series, resolved ahead so that recording
+// is an atomic add: no label hashing, no allocation once a series exists.
+// All its methods do nothing on a nil receiver, so that a Transport without
+// metrics pays one comparison.
+type transportMetrics struct {
+	requests [len(methodLabels)]prometheus.Counter
+	giveups  [len(giveUpReasons)]prometheus.Counter
+	backoff  prometheus.Observer
+	attempts labelCache
+	retries  labelCache
+}
+
+func (tm *transportMetrics) request(method string) {
+	if tm != nil {
+		tm.requests[methodIndex(method)].Inc()
+	}
+}
+
+func (tm *transportMetrics) attempt(o outcomeID) {
+	if tm != nil {
+		tm.attempts.get(o).Inc()
+	}
+}
+
+func (tm *transportMetrics) retry(o outcomeID, delay time.Duration) {
+	if tm != nil {
+		tm.retries.get(o).Inc()
+		tm.backoff.Observe(delay.Seconds())
+	}
+}
+
+func (tm *transportMetrics) giveUp(reason string) {
+	if tm == nil {
+		return
+	}
+	for i, r := range giveUpReasons {
+		if r == reason {
+			tm.giveups[i].Inc()
+			return
+		}
+	}
+}
+
+// labelCache resolves a counter per outcome once and keeps it in a slot
+// indexed by the outcome, so that later lookups are one atomic load.
+type labelCache struct {
+	vec   *prometheus.CounterVec
+	name  string
+	slots [numOutcomes]atomic.Pointer[prometheus.Counter]
+}
+
+func (lc *labelCache) get(o outcomeID) prometheus.Counter {
+	if p := lc.slots[o].Load(); p != nil {
+		return *p
+	}
+	c := lc.vec.WithLabelValues(lc.name, o.String())
+	lc.slots[o].Store(&c)
+	return c
+}
+
+// codeLabels are the status-code label values, made once.
+var codeLabels = func() (l [1000]string) {
+	for i := 100; i < len(l); i++ {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()

@@ -1,0 +1,305 @@
+// This file holds the options and the one unexported config they resolve
+// into, with every default in one place. The strategies behind WithBackoff
+// are in backoff.go and the Budget behind WithBudget in budget.go.
+
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Defaults, as documented on each option.
+const (
+	DefaultMaxAttempts     = 4
+	DefaultBackoffBase     = 200 * time.Millisecond
+	DefaultBackoffMax      = 10 * time.Second
+	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultBodyBufferLimit = 1 << 20
+	DefaultBudgetRatio     = 0.1
+	DefaultBudgetPerSecond = 10
+)
+
+// An Option configures a Transport. Options are applied in order by New,
+// which panics, naming the option, if one of them is invalid.
+type Option struct {
+	apply func(*config) error
+}
+
+// config is what the options resolve into, once, in New.
+type config struct {
+	base              http.RoundTripper
+	inner             *Transport // base is itself a Transport: call it once per attempt
+	markOwner         bool       // a Transport hides deeper in base: tell it by context
+	maxAttempts       int
+	backoff           Backoff
+	statuses          statusSet
+	customStatuses    bool
+	perAttemptTimeout time.Duration
+	maxRetryAfter     time.Duration
+	bodyLimit         int64
+	keyMethods        methodSet
+	keyGen            func() string
+	budget            *Budget
+	metricsSrc        *Metrics
+	metrics           *transportMetrics // metricsSrc's series for this name
+	logger            *slog.Logger
+	onRetry           func(RetryEvent)
+	name              string
+	attemptHeader     string
+	clock             clock
+}
+
+func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
+	c := &config{
+		base:          base,
+		maxAttempts:   DefaultMaxAttempts,
+		backoff:       fullJitter{DefaultBackoffBase, DefaultBackoffMax},
+		statuses:      defaultStatuses,
+		maxRetryAfter: DefaultMaxRetryAfter,
+		bodyLimit:     DefaultBodyBufferLimit,
+		keyGen:        NewUUIDKey,
+		budget:        NewBudget(DefaultBudgetRatio, DefaultBudgetPerSecond),
+		clock:         realClock{},
+	}
+	var errs []error
+	for _, o := range opts {
+		if o.apply == nil {
+			continue
+		}
+		if err := o.apply(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if c.base == nil {
+		c.base = cleanhttp.DefaultPooledTransport()
+	}
+	c.inner, c.markOwner = findInner(c.base)
+	if c.metricsSrc != nil {
+		c.metrics = c.metricsSrc.forTransport(c.name)
+	}
+	return c, nil
+}
+
+// defaultConfig serves every zero Transport: one pooled base transport and
+// one Budget for them all, like http.DefaultTransport.
+var defaultConfig = sync.OnceValue(func() *config {
+	c, err := newConfig(nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return c
+})
+
+func optErr(option string, format string, args ...any) error {
+	return fmt.Errorf("retryhttp: %s: %s", option, fmt.Sprintf(format, args...))
+}
+
+// WithMaxAttempts sets how many attempts a request may take in all, the
+// first included. The default is 4; 1 means never retry. n < 1 is invalid.
+func WithMaxAttempts(n int) Option {
+	return Option{func(c *config) error {
+		if n < 1 {
+			return optErr(fmt.Sprintf("WithMaxAttempts(%d)", n), "attempts must be at least 1")
+		}
+		c.maxAttempts = n
+		return nil
+	}}
+}
+
+// WithBackoff sets how long to wait before each retry. The default is
+// FullJitter(200*time.Millisecond, 10*time.Second). A Retry-After header
+// can stretch a wait, and a context deadline cuts retries short.
+func WithBackoff(b Backoff) Option {
+	return Option{func(c *config) error {
+		if b == nil {
+			return optErr("WithBackoff(nil)", "a Backoff is required")
+		}
+		c.backoff = b
+		return nil
+	}}
+}
+
+// WithRetryableStatuses replaces the set of status codes that are retried.
+// The default is 408, 429 and every 5xx except 501, 505, 506, 508, 510
+// and 511; 409 is retried by default only for a request that carries an
+// idempotency key. With this option exactly the listed codes are retried
+// (409 included, if listed, for any request that may be retried); with no
+// codes, no status is retried, only transport errors. Codes outside
+// 100..999 are invalid.
+func WithRetryableStatuses(codes ...int) Option {
+	return Option{func(c *config) error {
+		var s statusSet
+		for _, code := range codes {
+			if code < 100 || code > 999 {
+				return optErr("WithRetryableStatuses", "status code %d is outside 100..999", code)
+			}
+			s.add(code)
+		}
+		c.statuses, c.customStatuses = s, true
+		return nil
+	}}
+}
+
+// WithPerAttemptTimeout bounds each attempt's wait for response headers. An
+// attempt that times out is retried like a transport error. The timeout
+// stops once the headers arrive: the body of the response that is returned
+// is read under the caller's context alone and is never cut off by it. The
+// default, 0, sets no per-attempt timeout. d < 0 is invalid.
+func WithPerAttemptTimeout(d time.Duration) Option {
+	return Option{func(c *config) error {
+		if d < 0 {
+			return optErr(fmt.Sprintf("WithPerAttemptTimeout(%v)", d), "timeout is negative")
+		}
+		c.perAttemptTimeout = d
+		return nil
+	}}
+}
+
+// WithMaxRetryAfter sets the longest Retry-After that is honoured. A
+// retryable response asking for a longer wait is returned at once, without
+// waiting. The default is 30s. d < 0 is invalid.
+func WithMaxRetryAfter(d time.Duration) Option {
+	return Option{func(c *config) error {
+		if d < 0 {
+			return optErr(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "duration is negative")
+		}
+		c.maxRetryAfter = d
+		return nil
+	}}
+}
+
+// WithBodyBufferLimit sets how many bytes of a request body that has no
+// GetBody are buffered so that it can be sent again. A longer body is sent
+// once, whole and unchanged, and that request is not retried. A body with
+// GetBody is never buffered. The default is 1 MiB; 0 buffers nothing, so
+// that only requests without a body or with GetBody are retried. n < 0 is
+// invalid.
+func WithBodyBufferLimit(n int64) Option {
+	return Option{func(c *config) error {
+		if n < 0 {
+			return optErr(fmt.Sprintf("WithBodyBufferLimit(%d)", n), "limit is negative")
+		}
+		c.bodyLimit = n
+		return nil
+	}}
+}
+
+// WithIdempotencyKeys makes the Transport add an Idempotency-Key header to
+// requests with one of the given methods (POST if none is given) that carry
+// neither Idempotency-Key nor X-Idempotency-Key. One key is made per call
+// of RoundTrip and sent on every attempt, so the server can recognise a
+// retry; a key the caller set is never replaced. Keys come from NewUUIDKey
+// unless WithKeyGenerator says otherwise. The default injects no keys.
+func WithIdempotencyKeys(methods ...string) Option {
+	return Option{func(c *config) error {
+		if len(methods) == 0 {
+			methods = []string{http.MethodPost}
+		}
+		for _, m := range methods {
+			if m == "" {
+				return optErr("WithIdempotencyKeys", "empty method name")
+			}
+		}
+		c.keyMethods = append(methodSet(nil), methods...)
+		return nil
+	}}
+}
+
+// WithKeyGenerator sets the function that makes idempotency keys for
+// WithIdempotencyKeys, for example NewQuotedUUIDKey. The default is
+// NewUUIDKey. It must be safe for concurrent use.
+func WithKeyGenerator(gen func() string) Option {
+	return Option{func(c *config) error {
+		if gen == nil {
+			return optErr("WithKeyGenerator(nil)", "a generator is required")
+		}
+		c.keyGen = gen
+		return nil
+	}}
+}
+
+// WithBudget sets the retry Budget. The default is a Budget of its own for
+// each Transport, NewBudget(0.1, 10); pass one Budget to several
+// Transports to make them share it, or nil to disable the budget.
+func WithBudget(b *Budget) Option {
+	return Option{func(c *config) error {
+		c.budget = b
+		return nil
+	}}
+}
+
+// WithLogger makes the Transport log one record per scheduled retry (at
+// Info) and one per give-up (at Warn), with the method, host, path without
+// query, attempt, maximum attempts, delay and reason. Header values and
+// query strings are never logged. The default logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return Option{func(c *config) error {
+		c.logger = l
+		return nil
+	}}
+}
+
+// WithOnRetry sets a function called before each wait for a retry, on the
+// goroutine of RoundTrip, so that tracing or a custom counter can be
+// attached without a dependency. It must not keep or modify ev.Request and
+// must return quickly. The default is none.
+func WithOnRetry(f func(ev RetryEvent)) Option {
+	return Option{func(c *config) error {
+		c.onRetry = f
+		return nil
+	}}
+}
+
+// WithName names the Transport in metrics (the "name" label), so that
+// several Transports sharing one Metrics can be told apart. The default is
+// "default".
+func WithName(name string) Option {
+	return Option{func(c *config) error {
+		c.name = name
+		return nil
+	}}
+}
+
+// withClock replaces the clock; tests use it to run without real sleeps.
+func withClock(cl clock) Option {
+	return Option{func(c *config) error {
+		c.clock = cl
+		return nil
+	}}
+}
+
+// clock is the seam between the retry loop and real time.
+type clock interface {
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done, and then returns ctx.Err().
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

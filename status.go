@@ -1,0 +1,163 @@
+// This file decides which outcomes of an attempt are worth retrying: status
+// codes (statusSet) and transport errors (classifyError). Whether the
+// request itself may be sent again is idempotency.go's business.
+
+package retryhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// statusSet is a set of HTTP status codes 0..1023 as a bitmap, so that a
+// lookup costs no allocation and no hashing.
+type statusSet [16]uint64
+
+func (s *statusSet) add(code int) { s[code>>6] |= 1 << (uint(code) & 63) }
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 1024 && s[code>>6]&(1<<(uint(code)&63)) != 0
+}
+
+// defaultStatuses: 408, 429 and every 5xx but the permanent ones. 501 Not
+// Implemented, 505 HTTP Version Not Supported, 506 Variant Also Negotiates,
+// 508 Loop Detected, 510 Not Extended and 511 Network Authentication
+// Required will answer the same way however often they are asked.
+var defaultStatuses = func() statusSet {
+	var s statusSet
+	s.add(408)
+	s.add(429)
+	for c := 500; c < 600; c++ {
+		switch c {
+		case 501, 505, 506, 508, 510, 511:
+		default:
+			s.add(c)
+		}
+	}
+	return s
+}()
+
+// statusConflict is retried only for a request that carries an idempotency
+// key: the IETF Idempotency-Key draft answers 409 while the original request
+// with the same key is still being processed.
+const statusConflict = 409
+
+// errClass says what a transport error means for a retry.
+type errClass uint8
+
+const (
+	// errRetryable: a transient failure (reset, refused, EOF, timeout, HTTP/2
+	// stream reset or GOAWAY, ...).
+	errRetryable errClass = iota
+	// errPermanent: asking again gives the same answer (certificate
+	// verification, a TLS or DNS answer that says no, a malformed request).
+	errPermanent
+)
+
+// classifyError sorts a transport error. The list of permanent errors is
+// closed and checked by type with errors.As, never by matching message
+// text; everything else a transport returns is taken as transient, because
+// net/http reports HTTP/2 stream resets and GOAWAY with unexported types.
+// The caller's own cancellation is handled before this is called.
+func classifyError(err error) errClass {
+	var (
+		verr  *tls.CertificateVerificationError
+		uae   x509.UnknownAuthorityError
+		herr  x509.HostnameError
+		cie   x509.CertificateInvalidError
+		sre   x509.SystemRootsError
+		rhe   tls.RecordHeaderError
+		alert tls.AlertError
+		dns   *net.DNSError
+		aerr  *net.AddrError
+	)
+	switch {
+	case errors.As(err, &verr), errors.As(err, &uae), errors.As(err, &herr),
+		errors.As(err, &cie), errors.As(err, &sre):
+		return errPermanent
+	case errors.As(err, &rhe): // TLS spoken to a server that does not speak it
+		return errPermanent
+	case errors.As(err, &alert): // the server refused the handshake
+		return errPermanent
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return errPermanent
+	case errors.As(err, &aerr): // a malformed address
+		return errPermanent
+	}
+	return errRetryable
+}
+
+// isDialError reports whether err says that no connection was established,
+// so that no byte of the request can have reached the server.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect") {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
+}
+
+// outcomeID names the outcome of an attempt with a small integer, so that
+// metrics can index their series by it: a status code 100..999 stands for
+// itself, 0 for any other code, and the values from outcomeError up for the
+// classes of transport error.
+type outcomeID uint16
+
+const (
+	outcomeOther outcomeID = 0
+	outcomeError outcomeID = 1000 + iota
+	outcomeTimeout
+	outcomeCanceled
+	outcomeRefused
+	outcomeReset
+	outcomeEOF
+	numOutcomes
+)
+
+var errorLabels = [...]string{"error", "timeout", "canceled", "refused", "reset", "eof"}
+
+// String returns the label value: the status code ("503"), "other", or the
+// error class.
+func (o outcomeID) String() string {
+	switch {
+	case o >= outcomeError && o < numOutcomes:
+		return errorLabels[o-outcomeError]
+	case o >= 100 && o < 1000:
+		return codeLabels[o]
+	}
+	return "other"
+}
+
+// outcome classifies an attempt's result. The class of an error is its
+// low-cardinality kind, never its text, which may carry a URL.
+func outcome(resp *http.Response, err error, attemptTimedOut bool) outcomeID {
+	if err == nil && resp != nil {
+		if resp.StatusCode >= 100 && resp.StatusCode < 1000 {
+			return outcomeID(resp.StatusCode)
+		}
+		return outcomeOther
+	}
+	var ne net.Error
+	switch {
+	case attemptTimedOut:
+		return outcomeTimeout
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return outcomeCanceled
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return outcomeRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return outcomeReset
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return outcomeEOF
+	case errors.As(err, &ne) && ne.Timeout():
+		return outcomeTimeout
+	}
+	return outcomeError
+}
