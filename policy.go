@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -269,6 +270,35 @@ func WithName(name string) Option {
 		c.name = name
 		return nil
 	}}
+}
+
+// WithAttemptHeader makes every retry carry the request header name with
+// the attempt's number ("2" for the first retry), so that a server or a
+// proxy can tell a retry from a first attempt, and count them. First
+// attempts do not carry it, so that it costs them nothing. The default
+// adds no header. An empty or invalid header name is invalid.
+func WithAttemptHeader(name string) Option {
+	return Option{func(c *config) error {
+		if !validHeaderName(name) {
+			return optErr(fmt.Sprintf("WithAttemptHeader(%q)", name), "not a valid header name")
+		}
+		c.attemptHeader = http.CanonicalHeaderKey(name)
+		return nil
+	}}
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // withClock replaces the clock; tests use it to run without real sleeps.

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -209,7 +210,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	body := first
 	for attempt := 1; ; attempt++ {
-		resp, err, timedOut := k.attempt(body)
+		resp, err, timedOut := k.attempt(attempt, body)
 		if c.metrics != nil {
 			c.metrics.attempt(outcome(resp, err, timedOut))
 		}
@@ -299,7 +300,7 @@ func (k *call) retryableStatus(code int) bool {
 // attempt sends one attempt with the given body. It copies the request only
 // when something differs from the caller's: on the success path of a GET
 // with the default options it sends req itself, allocating nothing.
-func (k *call) attempt(body io.ReadCloser) (resp *http.Response, err error, timedOut bool) {
+func (k *call) attempt(n int, body io.ReadCloser) (resp *http.Response, err error, timedOut bool) {
 	c, req := k.c, k.req
 	ctx := k.ctx
 	if k.gotConn != nil {
@@ -319,13 +320,23 @@ func (k *call) attempt(body io.ReadCloser) (resp *http.Response, err error, time
 	if ctx != k.ctx {
 		r = req.WithContext(ctx)
 	}
-	if body != req.Body || k.header != nil {
+	header := k.header
+	if n > 1 && c.attemptHeader != "" {
+		// A fresh map for each attempt: the base may still be reading the
+		// previous attempt's headers.
+		if header == nil {
+			header = req.Header
+		}
+		header = header.Clone()
+		header.Set(c.attemptHeader, strconv.Itoa(n))
+	}
+	if body != req.Body || header != nil {
 		if r == req {
 			r = req.WithContext(ctx)
 		}
 		r.Body = body
-		if k.header != nil {
-			r.Header = k.header
+		if header != nil {
+			r.Header = header
 		}
 		if k.mode == bodyBuffered {
 			buf := k.buf

@@ -1,0 +1,35 @@
+# retryhttp: the commands the README and CI use.
+GO ?= go
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCHSTAT = golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCHCOUNT ?= 8
+FUZZTIME ?= 30s
+
+.PHONY: test demo lint bench fuzz examples
+
+# test: formatting, vet and every test of every package under the race
+# detector, examples included.
+test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+demo:
+	$(GO) run ./examples/demo
+
+examples:
+	$(GO) test -race -count=1 ./examples/...
+
+lint:
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# bench: the root benchmarks, each against the bare base transport in the
+# same run, compared by benchstat.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) . | tee bench.txt
+	$(GO) run $(BENCHSTAT) -col /rt bench.txt
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) .

@@ -1,0 +1,73 @@
+package retryhttp
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// staticTransport answers every request with the same response and
+// allocates nothing, so that what a test measures is the Transport's own.
+type staticTransport struct{ resp *http.Response }
+
+func (s *staticTransport) RoundTrip(*http.Request) (*http.Response, error) { return s.resp, nil }
+
+type nopBody struct{}
+
+func (nopBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (nopBody) Close() error             { return nil }
+
+// The success path of RoundTrip, a GET that succeeds first time, must not
+// allocate: not with the defaults (budget included), not with metrics.
+func TestSuccessPathAllocatesNothing(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	// findInner treats an unknown base as one that may hide a Transport;
+	// the success-path promise is for a plain base, as in production.
+	plain := func(o ...Option) *Transport {
+		tr := New(&staticTransport{resp}, o...)
+		tr.c.markOwner = false
+		return tr
+	}
+	tests := []struct {
+		name string
+		tr   *Transport
+	}{
+		{"defaults", plain()},
+		{"metrics", plain(WithMetrics(NewMetrics()), WithLogger(nil))},
+		{"no budget", plain(WithBudget(nil))},
+	}
+	req, _ := http.NewRequest("GET", "http://example.test/path", nil)
+	for _, tt := range tests {
+		tt.tr.RoundTrip(req) // warm the metric series
+		allocs := testing.AllocsPerRun(100, func() {
+			if r, err := tt.tr.RoundTrip(req); err != nil || r.StatusCode != 200 {
+				t.Fatal(r, err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: GET success path allocates %v times per request, want 0", tt.name, allocs)
+		}
+	}
+}
+
+func TestSuccessPathSendsCallersRequest(t *testing.T) {
+	var got *http.Request
+	base := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
+		got = r
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(""))}, nil
+	})
+	tr := New(&http.Transport{})
+	tr.c.base = base // a plain base, as far as findInner knows
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if got != req {
+		t.Error("a GET with the defaults was copied for its first attempt; it should be sent as is")
+	}
+}
+
+type RoundTripperFuncForTest func(*http.Request) (*http.Response, error)
+
+func (f RoundTripperFuncForTest) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,108 @@
+package retryhttp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+func TestBudgetRatioAndFloor(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		ratio, perSecond float64
+		firsts           int
+		want             int // retries allowed
+	}{
+		{0.1, 0, 100, 10},
+		{0.1, 0, 0, 0},
+		{0, 1, 50, 10},    // floor: 1/s over the 10 s window
+		{0.1, 1, 100, 20}, // both
+		{0.5, 0, 7, 3},
+	}
+	for _, tt := range tests {
+		b := NewBudget(tt.ratio, tt.perSecond)
+		for range tt.firsts {
+			b.recordFirst("a", now)
+		}
+		got := 0
+		for range 1000 {
+			if !b.allowRetry("a", now) {
+				break
+			}
+			got++
+		}
+		if got != tt.want {
+			t.Errorf("NewBudget(%v, %v) after %d first attempts allows %d retries, want %d", tt.ratio, tt.perSecond, tt.firsts, got, tt.want)
+		}
+		if b.allowRetry("b", now) != (tt.perSecond > 0) {
+			t.Errorf("NewBudget(%v, %v): another host shares the first host's account", tt.ratio, tt.perSecond)
+		}
+	}
+}
+
+func TestBudgetWindowSlides(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := NewBudget(0.1, 0)
+	for range 100 {
+		b.recordFirst("h", t0)
+	}
+	for range 10 {
+		if !b.allowRetry("h", t0) {
+			t.Fatal("retry refused within the budget")
+		}
+	}
+	if b.allowRetry("h", t0.Add(5*time.Second)) {
+		t.Error("budget spent at t0 allowed a retry 5s later")
+	}
+	// 10 s on, the first attempts and the retries of t0 are out of the window.
+	if b.allowRetry("h", t0.Add(10*time.Second)) {
+		t.Error("first attempts older than the window still count")
+	}
+	for range 10 {
+		b.recordFirst("h", t0.Add(10*time.Second))
+	}
+	if !b.allowRetry("h", t0.Add(10*time.Second)) {
+		t.Error("retries older than the window still count")
+	}
+}
+
+func TestBudgetHostCap(t *testing.T) {
+	now := time.Now()
+	b := NewBudget(1, 0)
+	for i := range budgetMaxHosts + 100 {
+		b.recordFirst(string(rune('a'+i%26))+string(rune(i)), now)
+	}
+	if n := len(*b.hosts.Load()); n > budgetMaxHosts+1 {
+		t.Errorf("budget tracks %d hosts, want at most %d", n, budgetMaxHosts+1)
+	}
+}
+
+func TestTransportBudgetGivesUp(t *testing.T) {
+	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503)...)
+	tr, _ := testTransport(base, WithBackoff(Constant(0)), WithBudget(NewBudget(0, 0)))
+	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.Count() != 1 || resp.StatusCode != 503 {
+		t.Errorf("spent budget: %d attempts, status %d; want 1, 503", base.Count(), resp.StatusCode)
+	}
+}
+
+func TestTransportBudgetSpareForNeverSent(t *testing.T) {
+	// A request that never reached the server costs it nothing: its
+	// retries do not spend the budget.
+	base := retrytest.NewScriptTransport(
+		retrytest.Step{Err: dialRefused()}, retrytest.Step{Err: dialRefused()})
+	tr, _ := testTransport(base, WithBackoff(Constant(0)), WithBudget(NewBudget(0, 0)))
+	resp, err := tr.RoundTrip(newRequest(t, "POST", "http://example.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.Count() != 3 {
+		t.Errorf("%d attempts, want 3", base.Count())
+	}
+}

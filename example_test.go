@@ -1,0 +1,124 @@
+package retryhttp_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// A flaky server answers 503 twice, then 200; the client sees only the 200.
+func ExampleNew() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 2 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: retryhttp.New(nil,
+		retryhttp.WithBackoff(retryhttp.FullJitter(10*time.Millisecond, 100*time.Millisecond)))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body), "after", n.Load(), "attempts")
+	// Output: 200 hello after 3 attempts
+}
+
+// With WithIdempotencyKeys, a POST is retried under one key, so that a
+// server that deduplicates by key charges once. Without a key, a POST that
+// reached the server is never sent again.
+func ExampleWithIdempotencyKeys() {
+	keys := map[string]int{}
+	var attempts int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts++
+		keys[r.Header.Get("Idempotency-Key")]++
+		if attempts == 1 {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "charged")
+	}))
+	defer srv.Close()
+
+	client := retryhttp.NewClient(retryhttp.WithIdempotencyKeys(), retryhttp.WithBackoff(retryhttp.Constant(0)))
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", attempts, "attempts with", len(keys), "key")
+
+	attempts = 0
+	plain := retryhttp.NewClient(retryhttp.WithBackoff(retryhttp.Constant(0)))
+	resp, err = plain.Post(srv.URL, "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", attempts, "attempt without a key")
+	// Output:
+	// 200 after 2 attempts with 1 key
+	// 503 after 1 attempt without a key
+}
+
+// Retry-After stretches the wait: the retry comes no sooner than asked.
+func ExampleParseRetryAfter() {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Wed, 02 Dec 2026 10:00:30 GMT", "Tue, 01 Dec 2026 10:00:00 GMT", "soon"} {
+		d, ok := retryhttp.ParseRetryAfter(v, now)
+		fmt.Printf("%q: %v %v\n", v, d, ok)
+	}
+	// Output:
+	// "120": 2m0s true
+	// "Wed, 02 Dec 2026 10:00:30 GMT": 30s true
+	// "Tue, 01 Dec 2026 10:00:00 GMT": 0s true
+	// "soon": 0s false
+}
+
+// A hook sees every retry before its wait: the place for a tracing span
+// event or a counter of one's own.
+func ExampleWithOnRetry() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	client := retryhttp.NewClient(
+		retryhttp.WithBackoff(retryhttp.Constant(5*time.Millisecond)),
+		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
+			fmt.Printf("retry after attempt %d of %d: status %d, reason %s, wait %v\n",
+				ev.Attempt, ev.MaxAttempts, ev.StatusCode, ev.Reason, ev.Delay)
+		}))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output:
+	// retry after attempt 1 of 4: status 429, reason 429, wait 5ms
+	// 200 OK
+}
