@@ -178,6 +178,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		k.gotConn = new(atomic.Bool)
 	}
 
+	first := req.Body // the body of attempt 1
 	if req.Body != nil && req.Body != http.NoBody {
 		switch {
 		case req.GetBody != nil:
@@ -189,25 +190,22 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			if err != nil {
 				return nil, &Error{Err: fmt.Errorf("reading request body: %w", err)}
 			}
-			k.buf = buf
-			k.mode = bodyBuffered
-			if !all || (req.ContentLength > 0 && int64(len(buf)) != req.ContentLength) {
-				// Too long to buffer, or not the length it declares (the
-				// base will reject it): send what the caller gave, once.
-				k.mode = bodyOnce
+			k.buf, k.mode = buf, bodyBuffered
+			switch {
+			case !all:
+				// Too long to buffer: send what was read and the rest of
+				// the caller's body, once.
+				k.mode, first = bodyOnce, onceBody{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+			case req.ContentLength > 0 && int64(len(buf)) != req.ContentLength:
+				// Not the length it declares: the base will reject it, once.
+				k.mode, first = bodyOnce, newReplayBody(buf)
+			default:
+				first = newReplayBody(buf)
 			}
 		}
 	}
 
-	var (
-		prev  time.Duration
-		first = req.Body // the body of attempt 1
-	)
-	if k.mode == bodyBuffered {
-		first = newReplayBody(k.buf)
-	} else if k.mode == bodyOnce && k.buf != nil {
-		first = onceBody{io.MultiReader(bytes.NewReader(k.buf), req.Body), req.Body}
-	}
+	var prev time.Duration
 	body := first
 	for attempt := 1; ; attempt++ {
 		resp, err, timedOut := k.attempt(attempt, body)
@@ -226,7 +224,9 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			if k.ctx.Err() != nil || classifyError(err) == errPermanent {
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
-			notSent = !k.replayable && !k.gotConn.Load() && isDialError(err)
+			// Nothing was written if no connection was had: the trace (for
+			// a request where it matters) saw none, and the error says so.
+			notSent = isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
 			if !k.replayable && !notSent {
 				return k.giveUp(GiveUpUnsafeMethod, attempt, nil, err, 0)
 			}
@@ -344,12 +344,11 @@ func (k *call) attempt(n int, body io.ReadCloser) (resp *http.Response, err erro
 		}
 	}
 	if cancel == nil {
-		resp, err = c.send(r)
-		return resp, err, false
+		return k.sendChecked(r)
 	}
 
 	timer := time.AfterFunc(c.perAttemptTimeout, func() { cancel(errAttemptTimeout) })
-	resp, err = c.send(r)
+	resp, err, _ = k.sendChecked(r)
 	if !timer.Stop() && context.Cause(ctx) == errAttemptTimeout {
 		if resp != nil {
 			resp.Body.Close()
@@ -364,6 +363,24 @@ func (k *call) attempt(n int, body io.ReadCloser) (resp *http.Response, err erro
 	resp.Body = wrapCancel(resp.Body, cancel)
 	return resp, nil, false
 }
+
+// sendChecked sends r, keeping the RoundTripper contract for a base that
+// breaks it: a response that comes with an error is closed and dropped.
+func (k *call) sendChecked(r *http.Request) (*http.Response, error, bool) {
+	resp, err := k.c.send(r)
+	if err != nil && resp != nil {
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
+	return resp, err, false
+}
+
+var errNilResponse = errors.New("retryhttp: base RoundTripper returned a nil response and a nil error")
 
 // giveUp ends a request whose outcome was worth retrying but may not be
 // retried, for the given reason.

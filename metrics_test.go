@@ -1,0 +1,199 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+// trafficCase is one logical request of the scripted traffic below.
+type trafficCase struct {
+	method string
+	script []retrytest.Step
+	opts   []Option
+	ctx    func() (context.Context, context.CancelFunc)
+	body   string
+}
+
+func TestMetricsExactCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics()
+	reg.MustRegister(m)
+	reset := retrytest.Step{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}}
+	ra := func(v string) retrytest.Step { return retrytest.Step{Reply: retrytest.RetryAfter(503, v)} }
+	traffic := []trafficCase{
+		{method: "GET", script: steps(503, 503)},                                                      // 2 retries, success
+		{method: "GET", script: []retrytest.Step{reset}},                                              // 1 retry, success
+		{method: "POST", script: steps(503)},                                                          // unsafe_method
+		{method: "GET", script: steps(503, 503, 503, 503)},                                            // attempts
+		{method: "GET", script: []retrytest.Step{ra("100")}},                                          // retry_after
+		{method: "PUT", script: steps(429), opts: []Option{WithBudget(NewBudget(0, 0))}},              // budget
+		{method: "PUT", script: steps(502), opts: []Option{WithBodyBufferLimit(1)}, body: "too long"}, // body
+		{method: "GET", script: []retrytest.Step{ra("5")}, ctx: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 2*time.Second)
+		}}, // deadline
+		{method: "FOO", script: steps(404)}, // other method, not retryable
+	}
+	for _, tc := range traffic {
+		base := retrytest.NewScriptTransport(tc.script...)
+		tr, _ := testTransport(base, append([]Option{WithMetrics(m), WithName("api"), WithBackoff(Constant(10 * time.Millisecond))}, tc.opts...)...)
+		var body *strings.Reader
+		req := newRequest(t, tc.method, "http://example.test/", nil)
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+			req = newRequest(t, tc.method, "http://example.test/", struct{ *strings.Reader }{body})
+		}
+		if tc.ctx != nil {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.method, err)
+		}
+		resp.Body.Close()
+	}
+	want := `
+# HELP retryhttp_requests_total Logical requests sent through a retryhttp Transport (RoundTrip calls).
+# TYPE retryhttp_requests_total counter
+retryhttp_requests_total{method="GET",name="api"} 5
+retryhttp_requests_total{method="POST",name="api"} 1
+retryhttp_requests_total{method="PUT",name="api"} 2
+retryhttp_requests_total{method="other",name="api"} 1
+retryhttp_requests_total{method="CONNECT",name="api"} 0
+retryhttp_requests_total{method="DELETE",name="api"} 0
+retryhttp_requests_total{method="HEAD",name="api"} 0
+retryhttp_requests_total{method="OPTIONS",name="api"} 0
+retryhttp_requests_total{method="PATCH",name="api"} 0
+retryhttp_requests_total{method="TRACE",name="api"} 0
+# HELP retryhttp_attempts_total Attempts sent, first attempts and retries, by status code or error class.
+# TYPE retryhttp_attempts_total counter
+retryhttp_attempts_total{code="200",name="api"} 2
+retryhttp_attempts_total{code="404",name="api"} 1
+retryhttp_attempts_total{code="429",name="api"} 1
+retryhttp_attempts_total{code="502",name="api"} 1
+retryhttp_attempts_total{code="503",name="api"} 9
+retryhttp_attempts_total{code="reset",name="api"} 1
+# HELP retryhttp_retries_total Retries scheduled, by the status code or error class of the attempt that failed.
+# TYPE retryhttp_retries_total counter
+retryhttp_retries_total{name="api",reason="503"} 5
+retryhttp_retries_total{name="api",reason="reset"} 1
+# HELP retryhttp_giveups_total Retryable failures that were not retried, by why.
+# TYPE retryhttp_giveups_total counter
+retryhttp_giveups_total{name="api",reason="attempts"} 1
+retryhttp_giveups_total{name="api",reason="body"} 1
+retryhttp_giveups_total{name="api",reason="budget"} 1
+retryhttp_giveups_total{name="api",reason="deadline"} 1
+retryhttp_giveups_total{name="api",reason="retry_after"} 1
+retryhttp_giveups_total{name="api",reason="unsafe_method"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"retryhttp_requests_total", "retryhttp_attempts_total", "retryhttp_retries_total", "retryhttp_giveups_total"); err != nil {
+		t.Error(err)
+	}
+	// The deadline case: a 5s Retry-After with 2s left; the others wait 10ms.
+	h := gatherHistogram(t, reg, "retryhttp_backoff_seconds")
+	if h.GetSampleCount() != 6 || h.GetSampleSum() < 0.0599 || h.GetSampleSum() > 0.0601 {
+		t.Errorf("backoff histogram: %d samples, sum %v; want 6 waits of 10ms", h.GetSampleCount(), h.GetSampleSum())
+	}
+	if problems, err := testutil.CollectAndLint(m); err != nil || len(problems) > 0 {
+		t.Errorf("CollectAndLint: %v %v", problems, err)
+	}
+}
+
+func gatherHistogram(t *testing.T, g prometheus.Gatherer, name string) interface {
+	GetSampleCount() uint64
+	GetSampleSum() float64
+} {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetHistogram()
+		}
+	}
+	t.Fatalf("no single %s series", name)
+	return nil
+}
+
+func TestMetricsSharedByNamedTransports(t *testing.T) {
+	m := NewMetrics()
+	for _, name := range []string{"payments", "search", "payments"} {
+		tr, _ := testTransport(retrytest.NewScriptTransport(steps(503)...), WithMetrics(m), WithName(name), WithBackoff(Constant(0)))
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for name, want := range map[string]float64{"payments": 2, "search": 1} {
+		if got := testutil.ToFloat64(m.retries.WithLabelValues(name, "503")); got != want {
+			t.Errorf("retries{name=%q} = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestLogRecordsNeverCarrySecrets(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503)...)
+	tr, _ := testTransport(base, WithLogger(logger), WithBackoff(Constant(time.Second)))
+	req := newRequest(t, "GET", "http://user:pw@api.example.test/v1/orders?token=hunter2", nil)
+	req.Header.Set("Authorization", "Bearer s3cr3t")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	out := buf.String()
+	for _, secret := range []string{"hunter2", "token", "s3cr3t", "Bearer", "pw@"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log contains %q:\n%s", secret, out)
+		}
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 3 retries and 1 give-up:\n%s", len(recs), out)
+	}
+	for i, rec := range recs {
+		level, reason := "INFO", "503"
+		if i == 3 {
+			level = "WARN"
+		}
+		if rec["level"] != level || rec["method"] != "GET" || rec["host"] != "api.example.test" ||
+			rec["path"] != "/v1/orders" || rec["attempt"] != float64(i+1) || rec["max_attempts"] != float64(4) ||
+			rec["reason"] != reason {
+			t.Errorf("record %d = %v", i+1, rec)
+		}
+		if i < 3 && rec["delay"] != float64(time.Second) {
+			t.Errorf("record %d delay = %v, want 1s", i+1, rec["delay"])
+		}
+	}
+	if recs[3]["give_up"] != GiveUpAttempts {
+		t.Errorf("give-up record = %v, want give_up=attempts", recs[3])
+	}
+}
+
+var _ = http.MethodGet
