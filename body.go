@@ -26,15 +26,35 @@ const (
 // bufferBody reads up to limit+1 bytes of body, so that it can tell a body
 // that fits from one that does not. All is true when it read the whole body
 // and closed it; otherwise buf holds what was read and the rest is still in
-// body. When the length is declared, the buffer is allocated once at its
-// final size.
+// body. A body of declared length is read into one allocation of exactly
+// that size.
 func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all bool, err error) {
-	size := int64(512)
 	if contentLength > 0 && contentLength <= limit {
-		size = contentLength + 1 // +1 to see EOF without growing
+		buf = make([]byte, contentLength)
+		n, err := readFull(body, buf)
+		if err == io.EOF { // shorter than declared
+			body.Close()
+			return buf[:n], true, nil
+		}
+		if err != nil {
+			body.Close()
+			return nil, false, err
+		}
+		// Make sure it ends where it says, without growing the buffer.
+		var probe [1]byte
+		m, err := readFull(body, probe[:])
+		switch {
+		case m > 0: // longer than declared
+			return append(buf, probe[0]), false, nil
+		case err == io.EOF:
+			body.Close()
+			return buf, true, nil
+		default:
+			body.Close()
+			return nil, false, err
+		}
 	}
-	size = min(size, limit+1)
-	buf = make([]byte, 0, size)
+	buf = make([]byte, 0, min(512, limit+1))
 	for {
 		if int64(len(buf)) > limit {
 			return buf, false, nil
@@ -43,7 +63,7 @@ func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all
 			grown := min(int64(cap(buf))*2, limit+1)
 			buf = append(buf[:cap(buf)], make([]byte, grown-int64(cap(buf)))...)[:len(buf)]
 		}
-		n, rerr := body.Read(buf[len(buf):cap(buf)])
+		n, rerr := readFull(body, buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if rerr == io.EOF {
 			body.Close()
@@ -54,6 +74,25 @@ func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all
 			return nil, false, rerr
 		}
 	}
+}
+
+// readFull is io.ReadFull that reports a body that ends early as io.EOF
+// and gives up on a reader that keeps returning nothing.
+func readFull(r io.Reader, p []byte) (int, error) {
+	n, empty := 0, 0
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			if empty++; empty > 100 {
+				return n, io.ErrNoProgress
+			}
+		}
+	}
+	return n, nil
 }
 
 // replayBody serves one attempt's copy of a buffered body.

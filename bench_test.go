@@ -1,0 +1,197 @@
+package retryhttp
+
+// Benchmarks of the cost of retryhttp, each against the bare base transport
+// in the same run, so that benchstat -col /rt compares them on one machine
+// at one time:
+//
+//	go test -run '^$' -bench . -benchmem -count 8 . > bench.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /rt bench.txt
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+var benchBody = []byte("hello from retryhttp") // 19 bytes, as in the peer comparison
+
+func benchBase() *http.Transport {
+	// A pool deep enough for 64 goroutines, so that the benchmark measures
+	// round trips, not connection churn.
+	return &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
+}
+
+func benchServer(b *testing.B) *httptest.Server {
+	b.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			io.Copy(io.Discard, r.Body)
+		}
+		w.Header().Set("Content-Length", "19")
+		w.Write(benchBody[:19])
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+type benchRT struct {
+	name string
+	rt   func() http.RoundTripper
+}
+
+func successContenders() []benchRT {
+	return []benchRT{
+		{"bare", func() http.RoundTripper { return benchBase() }},
+		{"retryhttp", func() http.RoundTripper { return New(benchBase()) }},
+		{"retryhttp+metrics", func() http.RoundTripper {
+			return New(benchBase(), WithMetrics(NewMetrics()), WithBudget(NewBudget(0.1, 10)))
+		}},
+	}
+}
+
+func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+func closeIdle(rt http.RoundTripper) {
+	if ci, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+func BenchmarkGET(b *testing.B) {
+	srv := benchServer(b)
+	for _, c := range successContenders() {
+		b.Run("rt="+c.name, func(b *testing.B) {
+			rt := c.rt()
+			defer closeIdle(rt)
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			roundTrip(b, rt, req) // warm the connection and the metric series
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				roundTrip(b, rt, req)
+			}
+		})
+	}
+}
+
+func benchParallel(b *testing.B, goroutines int) {
+	srv := benchServer(b)
+	for _, c := range successContenders() {
+		b.Run("rt="+c.name, func(b *testing.B) {
+			rt := c.rt()
+			defer closeIdle(rt)
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			roundTrip(b, rt, req)
+			b.ReportAllocs()
+			// SetParallelism multiplies GOMAXPROCS.
+			b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					roundTrip(b, rt, req)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkGETParallel8(b *testing.B)  { benchParallel(b, 8) }
+func BenchmarkGETParallel64(b *testing.B) { benchParallel(b, 64) }
+
+// opaque hides a reader's type so that http.NewRequest sets no GetBody.
+type opaque struct{ io.Reader }
+
+func BenchmarkPOST64KiB(b *testing.B) {
+	srv := benchServer(b)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	for _, getBody := range []bool{true, false} {
+		name := "GetBody"
+		if !getBody {
+			name = "noGetBody"
+		}
+		for _, c := range successContenders()[:2] {
+			b.Run("body="+name+"/rt="+c.name, func(b *testing.B) {
+				rt := c.rt()
+				defer closeIdle(rt)
+				newReq := func() *http.Request {
+					var body io.Reader = bytes.NewReader(payload)
+					if !getBody {
+						body = opaque{body}
+					}
+					req, _ := http.NewRequest("POST", srv.URL, body)
+					req.ContentLength = int64(len(payload))
+					req.Header.Set(HeaderIdempotencyKey, "bench")
+					return req
+				}
+				roundTrip(b, rt, newReq())
+				b.ReportAllocs()
+				b.SetBytes(int64(len(payload)))
+				b.ResetTimer()
+				for b.Loop() {
+					roundTrip(b, rt, newReq())
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRetry measures a GET that succeeds on its third attempt. "bare"
+// makes the same three round trips by hand, so the difference is the cost
+// of the retries themselves.
+func BenchmarkRetry(b *testing.B) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%3 != 0 {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Length", "19")
+		w.Write(benchBody[:19])
+	}))
+	defer srv.Close()
+	b.Run("rt=bare", func(b *testing.B) {
+		rt := benchBase()
+		defer rt.CloseIdleConnections()
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		n.Store(0)
+		b.ReportAllocs()
+		for b.Loop() {
+			for {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+		}
+	})
+	b.Run("rt=retryhttp", func(b *testing.B) {
+		rt := New(benchBase(), WithBackoff(Constant(0)), WithBudget(nil))
+		defer rt.CloseIdleConnections()
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		n.Store(0)
+		b.ReportAllocs()
+		for b.Loop() {
+			roundTrip(b, rt, req)
+		}
+	})
+}
