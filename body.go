@@ -139,6 +139,26 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// detach reads a response that is not returned now but may be later, when
+// a retry held by the breaker gives up, into memory, and closes it so that
+// its connection is reused. It reports whether the whole body fit in
+// maxDrain bytes; if not, the response is closed and lost.
+func detach(resp *http.Response) bool {
+	if resp.Body == nil || resp.ContentLength > maxDrain {
+		discard(resp)
+		return false
+	}
+	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
+	t.Stop()
+	resp.Body.Close()
+	if err != nil || len(buf) > maxDrain {
+		return false
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	return true
+}
+
 // cancelBody ends an attempt's context when the caller closes the body of
 // the response that was returned, and not before, so that a per-attempt
 // timeout never cuts the body off.

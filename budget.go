@@ -7,16 +7,13 @@ package retryhttp
 import (
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 )
 
 const (
-	budgetBuckets   = 10 // one a second: a sliding window of about 10 s
-	budgetWindow    = budgetBuckets * time.Second
-	budgetMaxHosts  = 1024 // beyond this many hosts, the rest share one account
-	overflowHostKey = ""
+	budgetBuckets = 10 // one a second: a sliding window of about 10 s
+	budgetWindow  = budgetBuckets * time.Second
 )
 
 // A Budget caps the retries sent to each destination host (req.URL.Host):
@@ -33,9 +30,7 @@ const (
 type Budget struct {
 	ratio float64
 	floor float64
-
-	mu    sync.Mutex // serialises adding a host; readers never take it
-	hosts atomic.Pointer[map[string]*hostBudget]
+	hosts hostMap[hostBudget]
 }
 
 // NewBudget returns a Budget that lets retries add at most ratio × first
@@ -91,56 +86,36 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
 	return float64(n)
 }
 
-func (b *Budget) host(name string) *hostBudget {
-	if m := b.hosts.Load(); m != nil {
-		if h, ok := (*m)[name]; ok {
-			return h
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old := b.hosts.Load()
-	var m map[string]*hostBudget
-	if old != nil {
-		if h, ok := (*old)[name]; ok {
-			return h
-		}
-		if len(*old) >= budgetMaxHosts {
-			name = overflowHostKey
-			if h, ok := (*old)[name]; ok {
-				return h
-			}
-		}
-		m = make(map[string]*hostBudget, len(*old)+1)
-		for k, v := range *old {
-			m[k] = v
-		}
-	} else {
-		m = make(map[string]*hostBudget, 1)
-	}
-	h := new(hostBudget)
-	m[name] = h
-	b.hosts.Store(&m)
-	return h
-}
-
 // recordFirst counts a first attempt to host.
 func (b *Budget) recordFirst(host string, now time.Time) {
 	sec := now.Unix()
-	bucketAdd(&b.host(host).firsts[uint64(sec)%budgetBuckets], sec)
+	bucketAdd(&b.hosts.get(host).firsts[uint64(sec)%budgetBuckets], sec)
 }
 
 // allowRetry reports whether host's budget has room for one more retry and,
-// if it has, spends it. Under concurrency a few retries may overshoot the
-// limit by the number of goroutines deciding at the same instant; that is
-// the price of taking no lock.
+// if it has, spends it. The admission is one compare-and-swap on the
+// current second's bucket, made only if the count it saw still leaves room,
+// so that goroutines deciding at the same instant cannot overshoot the
+// limit together.
 func (b *Budget) allowRetry(host string, now time.Time) bool {
 	sec := now.Unix()
-	h := b.host(host)
+	h := b.hosts.get(host)
 	limit := b.ratio*sum(&h.firsts, sec) + b.floor
-	if sum(&h.retries, sec)+1 > limit {
-		return false
+	cur := &h.retries[uint64(sec)%budgetBuckets]
+	epoch := uint64(uint32(sec))
+	for {
+		old := cur.Load()
+		others := sum(&h.retries, sec)
+		next := epoch<<32 | 1
+		if old>>32 == epoch {
+			others -= float64(uint32(old))
+			next = old + 1
+		}
+		if others+float64(uint32(next)) > limit {
+			return false
+		}
+		if cur.CompareAndSwap(old, next) {
+			return true
+		}
 	}
-	bucketAdd(&h.retries[uint64(sec)%budgetBuckets], sec)
-	return true
 }

@@ -1,6 +1,9 @@
 package retryhttp
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,11 +73,11 @@ func TestBudgetWindowSlides(t *testing.T) {
 func TestBudgetHostCap(t *testing.T) {
 	now := time.Now()
 	b := NewBudget(1, 0)
-	for i := range budgetMaxHosts + 100 {
-		b.recordFirst(string(rune('a'+i%26))+string(rune(i)), now)
+	for i := range maxHosts + 100 {
+		b.recordFirst(fmt.Sprintf("h%d", i), now)
 	}
-	if n := len(*b.hosts.Load()); n > budgetMaxHosts+1 {
-		t.Errorf("budget tracks %d hosts, want at most %d", n, budgetMaxHosts+1)
+	if n := b.hosts.len(); n != maxHosts+1 {
+		t.Errorf("budget tracks %d hosts, want %d and one shared by the rest", n, maxHosts+1)
 	}
 }
 
@@ -104,5 +107,30 @@ func TestTransportBudgetSpareForNeverSent(t *testing.T) {
 	resp.Body.Close()
 	if base.Count() != 3 {
 		t.Errorf("%d attempts, want 3", base.Count())
+	}
+}
+
+func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := NewBudget(0.1, 0)
+	for range 1000 {
+		b.recordFirst("h", now)
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if b.allowRetry("h", now) {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed.Load() != 100 {
+		t.Errorf("50 goroutines were allowed %d retries, want exactly 100 (10%% of 1000)", allowed.Load())
 	}
 }

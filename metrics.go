@@ -134,7 +134,7 @@ func methodIndex(method string) int {
 	return len(methodLabels) - 1
 }
 
-var giveUpReasons = [...]string{GiveUpAttempts, GiveUpDeadline, GiveUpBudget, GiveUpRetryAfter, GiveUpBody, GiveUpUnsafeMethod}
+var giveUpReasons = [...]string{GiveUpAttempts, GiveUpDeadline, GiveUpBudget, GiveUpRetryAfter, GiveUpBody, GiveUpUnsafeMethod, GiveUpBreaker}
 
 // transportMetrics is one name's series, resolved ahead so that recording
 // is an atomic add: no label hashing, no allocation once a series exists.

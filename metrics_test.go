@@ -94,6 +94,7 @@ retryhttp_retries_total{name="api",reason="reset"} 1
 # TYPE retryhttp_giveups_total counter
 retryhttp_giveups_total{name="api",reason="attempts"} 1
 retryhttp_giveups_total{name="api",reason="body"} 1
+retryhttp_giveups_total{name="api",reason="breaker"} 0
 retryhttp_giveups_total{name="api",reason="budget"} 1
 retryhttp_giveups_total{name="api",reason="deadline"} 1
 retryhttp_giveups_total{name="api",reason="retry_after"} 1

@@ -49,6 +49,7 @@ type config struct {
 	keyMethods        methodSet
 	keyGen            func() string
 	budget            *Budget
+	breaker           *breaker
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger

@@ -205,23 +205,42 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 
-	var prev time.Duration
-	body := first
+	var (
+		prev time.Duration
+		body = first
+		mode = sendNow // how this attempt passed the breaker
+		br   = c.breaker
+		host = req.URL.Host
+	)
 	for attempt := 1; ; attempt++ {
 		resp, err, timedOut := k.attempt(attempt, body)
 		if c.metrics != nil {
 			c.metrics.attempt(outcome(resp, err, timedOut))
 		}
-		var notSent bool
+		var notSent, failed bool
 		if err == nil {
-			if !k.retryableStatus(resp.StatusCode) {
+			failed = k.retryableStatus(resp.StatusCode)
+		} else {
+			failed = k.ctx.Err() == nil && classifyError(err) == errRetryable
+		}
+		if br != nil {
+			now := c.clock.Now()
+			if mode == sendProbe && (err != nil || failed) {
+				br.probeFailed(host, now)
+			}
+			if err == nil || failed {
+				br.record(host, attempt == 1, failed, now)
+			}
+		}
+		if err == nil {
+			if !failed {
 				return resp, nil
 			}
 			if !k.replayable {
 				return k.giveUp(GiveUpUnsafeMethod, attempt, resp, nil, 0)
 			}
 		} else {
-			if k.ctx.Err() != nil || classifyError(err) == errPermanent {
+			if !failed {
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
 			// Nothing was written if no connection was had: the trace (for
@@ -253,9 +272,11 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		if dl, ok := k.ctx.Deadline(); ok && !now.Add(delay).Before(dl) {
 			return k.giveUp(GiveUpDeadline, attempt, resp, err, delay)
 		}
-		// A request that never left the client cost the server nothing,
-		// so its retry does not spend the budget.
-		if c.budget != nil && !notSent && !c.budget.allowRetry(req.URL.Host, now) {
+		// A request that never left the client cost the server nothing, so
+		// its retry does not spend the budget; nor does one that the open
+		// breaker will hold.
+		if c.budget != nil && !notSent && !(br != nil && br.isOpen(host)) &&
+			!c.budget.allowRetry(host, now) {
 			return k.giveUp(GiveUpBudget, attempt, resp, err, delay)
 		}
 		next, gerr := k.nextBody()
@@ -263,18 +284,60 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			return k.giveUp(GiveUpBody, attempt, resp, err, 0)
 		}
 
-		reason := outcome(resp, err, timedOut)
-		k.scheduled(attempt, delay, reason, resp, err)
+		k.scheduled(attempt, delay, outcome(resp, err, timedOut), resp, err)
 		if resp != nil {
-			discard(resp)
+			if br == nil || !detach(resp) {
+				// Without a breaker no later give-up needs the response.
+				discard(resp)
+				resp = nil
+			}
 		}
 		if serr := c.clock.Sleep(k.ctx, delay); serr != nil {
-			if next != nil {
-				next.Close()
-			}
+			closeBody(next)
 			return nil, &Error{Attempts: attempt, Err: serr}
 		}
+		if br != nil {
+			var herr error
+			mode, herr = k.passBreaker(br, host)
+			switch {
+			case herr == ErrBreakerHold:
+				closeBody(next)
+				if resp == nil && err == nil {
+					err = ErrBreakerHold
+				}
+				return k.giveUp(GiveUpBreaker, attempt, resp, err, 0)
+			case herr != nil:
+				closeBody(next)
+				return nil, &Error{Attempts: attempt, Err: herr}
+			}
+		}
 		prev, body = delay, next
+	}
+}
+
+// passBreaker holds a retry while the breaker is open, and spreads a
+// released one with jitter, within the request's deadline.
+func (k *call) passBreaker(br *breaker, host string) (holdMode, error) {
+	c := k.c
+	limit := c.clock.Now().Add(br.cfg.MaxHold)
+	dl, hasDeadline := k.ctx.Deadline()
+	if hasDeadline && dl.Before(limit) {
+		limit = dl
+	}
+	mode, err := br.hold(k.ctx, host, c.clock, limit)
+	if err != nil || mode != sendReleased {
+		return mode, err
+	}
+	spread := uniform(0, br.cfg.ReleaseSpread)
+	if hasDeadline && !c.clock.Now().Add(spread).Before(dl) {
+		return mode, nil // no time to spread: send now
+	}
+	return mode, c.clock.Sleep(k.ctx, spread)
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		b.Close()
 	}
 }
 

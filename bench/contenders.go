@@ -1,0 +1,83 @@
+// Package bench compares retryhttp with other Go retry libraries: the cost
+// of their success path (success_test.go) and what they send during an
+// outage (the storm command in ./storm). It is its own module, so that the
+// library never depends on its peers.
+package bench
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/retryhttp/retryhttp"
+)
+
+// Policy is the retry policy the contenders share where they can: the
+// "common policy" of the comparison.
+type Policy struct {
+	MaxAttempts int
+	Base, Max   time.Duration
+}
+
+// CommonPolicy is 5 attempts, waits from 100 ms to 2 s.
+var CommonPolicy = Policy{MaxAttempts: 5, Base: 100 * time.Millisecond, Max: 2 * time.Second}
+
+// Contender is a named way to make a retrying RoundTripper over a base.
+type Contender struct {
+	Name string
+	New  func(base http.RoundTripper) http.RoundTripper
+}
+
+// Bare sends each request once: the baseline.
+var Bare = Contender{"bare", func(base http.RoundTripper) http.RoundTripper { return base }}
+
+// RetryHTTP is retryhttp with its defaults.
+var RetryHTTP = Contender{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base)
+}}
+
+// RetryablehttpDefaults is go-retryablehttp with its defaults (4 retries,
+// 1 s to 30 s), used as a RoundTripper.
+var RetryablehttpDefaults = Contender{"retryablehttp-defaults", func(base http.RoundTripper) http.RoundTripper {
+	c := retryablehttp.NewClient()
+	c.HTTPClient = &http.Client{Transport: base}
+	c.Logger = nil
+	return &retryablehttp.RoundTripper{Client: c}
+}}
+
+// Retryablehttp is go-retryablehttp with the common policy.
+func Retryablehttp(p Policy) Contender {
+	return Contender{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
+		c := retryablehttp.NewClient()
+		c.HTTPClient = &http.Client{Transport: base}
+		c.Logger = nil
+		c.RetryMax = p.MaxAttempts - 1
+		c.RetryWaitMin, c.RetryWaitMax = p.Base, p.Max
+		return &retryablehttp.RoundTripper{Client: c}
+	}}
+}
+
+// Failsafe is failsafe-go's HTTP retry policy with the common policy and
+// 50% jitter.
+func Failsafe(p Policy) Contender {
+	return Contender{"failsafe-go", func(base http.RoundTripper) http.RoundTripper {
+		rp := failsafehttp.NewRetryPolicyBuilder().
+			WithMaxAttempts(p.MaxAttempts).
+			WithBackoff(p.Base, p.Max).
+			WithJitterFactor(0.5).
+			ReturnLastFailure().
+			Build()
+		return failsafehttp.NewRoundTripper(base, rp)
+	}}
+}
+
+// RetryHTTPPolicy is retryhttp with the common policy (full jitter) and its
+// default budget.
+func RetryHTTPPolicy(p Policy, opts ...retryhttp.Option) Contender {
+	return Contender{"retryhttp-policy", func(base http.RoundTripper) http.RoundTripper {
+		o := append([]retryhttp.Option{retryhttp.WithMaxAttempts(p.MaxAttempts),
+			retryhttp.WithBackoff(retryhttp.FullJitter(p.Base, p.Max))}, opts...)
+		return retryhttp.New(base, o...)
+	}}
+}

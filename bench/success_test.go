@@ -1,0 +1,89 @@
+package bench
+
+// The success path of each contender against the bare transport, in the
+// same run:
+//
+//	go test -run '^$' -bench . -benchmem -count 8 > success.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /rt success.txt
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func successContenders() []Contender {
+	return []Contender{Bare, RetryHTTP, Retryablehttp(CommonPolicy), Failsafe(CommonPolicy)}
+}
+
+func base() *http.Transport { return &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64} }
+
+func server(b *testing.B) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Length", "19")
+		io.WriteString(w, "hello from retryhtt")
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+func do(b *testing.B, rt http.RoundTripper, req *http.Request) {
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+func BenchmarkGET(b *testing.B) {
+	srv := server(b)
+	for _, c := range successContenders() {
+		b.Run("rt="+c.Name, func(b *testing.B) {
+			bt := base()
+			defer bt.CloseIdleConnections()
+			rt := c.New(bt)
+			do(b, rt, mustReq(b, "GET", srv.URL, nil))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				do(b, rt, mustReq(b, "GET", srv.URL, nil))
+			}
+		})
+	}
+}
+
+func BenchmarkPOST64KiB(b *testing.B) {
+	srv := server(b)
+	payload := bytes.Repeat([]byte("x"), 64<<10)
+	for _, c := range successContenders() {
+		b.Run("rt="+c.Name, func(b *testing.B) {
+			bt := base()
+			defer bt.CloseIdleConnections()
+			rt := c.New(bt)
+			newReq := func() *http.Request {
+				r := mustReq(b, "POST", srv.URL, bytes.NewReader(payload)) // GetBody is set
+				r.Header.Set("Idempotency-Key", "bench")
+				return r
+			}
+			do(b, rt, newReq())
+			b.ReportAllocs()
+			b.SetBytes(int64(len(payload)))
+			b.ResetTimer()
+			for b.Loop() {
+				do(b, rt, newReq())
+			}
+		})
+	}
+}
+
+func mustReq(b *testing.B, method, url string, body io.Reader) *http.Request {
+	r, err := http.NewRequest(method, url, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
