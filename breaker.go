@@ -203,7 +203,12 @@ func (b *breaker) isOpen(host string) bool { return b.hosts.get(host).open.Load(
 // breaker is closed; while it is open, it waits until the retry may go as
 // the probe or is released, or until limit (the request's MaxHold and
 // deadline) passes, which it reports as ErrBreakerHold, or ctx ends.
-func (b *breaker) hold(ctx context.Context, host string, cl clock, limit time.Time) (holdMode, error) {
+//
+// A probe is a real attempt of the request that sends it, and a failed one
+// uses that attempt up. So that no request runs out of attempts by probing
+// while others have more to spare, a retry that would be its request's
+// last volunteers as the probe only one probe interval later than others.
+func (b *breaker) hold(ctx context.Context, host string, cl clock, limit time.Time, last bool) (holdMode, error) {
 	h := b.hosts.get(host)
 	held := false
 	for range 10000 { // each turn waits for an event or a timer, so this bounds nothing real
@@ -220,7 +225,11 @@ func (b *breaker) hold(ctx context.Context, host string, cl clock, limit time.Ti
 			h.mu.Unlock()
 			return sendNow, ErrBreakerHold
 		}
-		if !h.probing && !now.Before(h.nextProbe) {
+		probeAt := h.nextProbe
+		if last {
+			probeAt = probeAt.Add(h.prevProbe)
+		}
+		if !h.probing && !now.Before(probeAt) {
 			h.probing = true
 			h.probeDone = make(chan struct{})
 			h.mu.Unlock()
@@ -230,7 +239,7 @@ func (b *breaker) hold(ctx context.Context, host string, cl clock, limit time.Ti
 		released, probeDone := h.released, h.probeDone
 		wait := limit.Sub(now)
 		if !h.probing {
-			wait = min(wait, h.nextProbe.Sub(now))
+			wait = min(wait, probeAt.Sub(now))
 			probeDone = nil
 		}
 		h.mu.Unlock()

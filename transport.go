@@ -298,7 +298,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if br != nil {
 			var herr error
-			mode, herr = k.passBreaker(br, host)
+			mode, herr = k.passBreaker(br, host, attempt+1 == c.maxAttempts)
 			switch {
 			case herr == ErrBreakerHold:
 				closeBody(next)
@@ -317,14 +317,14 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 
 // passBreaker holds a retry while the breaker is open, and spreads a
 // released one with jitter, within the request's deadline.
-func (k *call) passBreaker(br *breaker, host string) (holdMode, error) {
+func (k *call) passBreaker(br *breaker, host string, last bool) (holdMode, error) {
 	c := k.c
 	limit := c.clock.Now().Add(br.cfg.MaxHold)
 	dl, hasDeadline := k.ctx.Deadline()
 	if hasDeadline && dl.Before(limit) {
 		limit = dl
 	}
-	mode, err := br.hold(k.ctx, host, c.clock, limit)
+	mode, err := br.hold(k.ctx, host, c.clock, limit, last)
 	if err != nil || mode != sendReleased {
 		return mode, err
 	}
