@@ -81,3 +81,35 @@ func RetryHTTPPolicy(p Policy, opts ...retryhttp.Option) Contender {
 		return retryhttp.New(base, o...)
 	}}
 }
+
+// RetryHTTPBreaker is retryhttp with its defaults and the retry breaker on.
+var RetryHTTPBreaker = Contender{"retryhttp+breaker", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{}))
+}}
+
+// Naive retries 5xx, 429 and errors up to 5 attempts with a fixed 1 s delay
+// and no jitter: the thundering herd, written by hand.
+var Naive = Contender{"naive-fixed-1s", func(base http.RoundTripper) http.RoundTripper {
+	return naive{base}
+}}
+
+type naive struct{ base http.RoundTripper }
+
+func (n naive) RoundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := n.base.RoundTrip(req)
+		if attempt == 5 || (err == nil && resp.StatusCode < 500 && resp.StatusCode != 429) {
+			return resp, err
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+	}
+}

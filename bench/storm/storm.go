@@ -1,0 +1,238 @@
+package main
+
+// The storm engine: a server that goes down for D, then serves a bounded
+// capacity; clients that send a burst or a steady stream through a
+// contender's RoundTripper; and what the server saw, per 100 ms.
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp/bench"
+)
+
+// Scenario describes one storm.
+type Scenario struct {
+	Name       string
+	Shape      string        // "burst": N requests at t=0; "steady": Rate a second
+	N          int           // burst size
+	Rate       int           // steady arrivals a second
+	Warmup     time.Duration // steady: healthy time before the outage
+	Outage     time.Duration // D: the server answers 503 to everything
+	Recovery   time.Duration // steady: arrivals go on this long after the outage
+	Capacity   int           // after the outage: requests served at once; the excess gets 503
+	Work       time.Duration // time to serve one request
+	RetryAfter string        // if set, sent with every 503 during the outage
+	PerProcess bool          // one client (RoundTripper) per request, sharing nothing
+	Timeout    time.Duration // each request's context deadline
+}
+
+const bucket = 100 * time.Millisecond
+
+// Result is what one run of a contender in a scenario measured.
+type Result struct {
+	Contender      string
+	Requests       int
+	Attempts       int64
+	Successes      int
+	OutageRequests int   // requests that started during the outage
+	OutageAttempts int64 // attempts the server received during the outage
+	OutageSuccess  int   // of the OutageRequests, those that succeeded
+	PeakOutage     int64 // most attempts in one 100 ms during the outage
+	PeakRecovery   int64 // most attempts in one 100 ms after it
+	P50, P99       time.Duration
+	Series         []int64 // attempts per 100 ms from the start
+	Elapsed        time.Duration
+}
+
+// server is the storm's flaky server.
+type server struct {
+	sc       Scenario
+	start    time.Time
+	downFrom time.Duration
+	downTo   time.Duration
+	inflight atomic.Int64
+	mu       sync.Mutex
+	series   []int64
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	t := time.Since(s.start)
+	s.mu.Lock()
+	i := int(t / bucket)
+	for len(s.series) <= i {
+		s.series = append(s.series, 0)
+	}
+	s.series[i]++
+	s.mu.Unlock()
+	if t >= s.downFrom && t < s.downTo {
+		if s.sc.RetryAfter != "" {
+			w.Header().Set("Retry-After", s.sc.RetryAfter)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if s.inflight.Add(1) > int64(s.sc.Capacity) {
+		s.inflight.Add(-1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	time.Sleep(s.sc.Work)
+	s.inflight.Add(-1)
+	io.WriteString(w, "ok")
+}
+
+func newBase() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        2000,
+		MaxIdleConnsPerHost: 2000,
+		IdleConnTimeout:     30 * time.Second,
+	}
+}
+
+type outcome struct {
+	start   time.Duration
+	latency time.Duration
+	ok      bool
+}
+
+// Run runs one contender through the scenario, on its own server.
+func Run(sc Scenario, c bench.Contender) (Result, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Result{}, err
+	}
+	s := &server{sc: sc}
+	switch sc.Shape {
+	case "steady":
+		s.downFrom, s.downTo = sc.Warmup, sc.Warmup+sc.Outage
+	default:
+		s.downFrom, s.downTo = 0, sc.Outage
+	}
+	hs := &http.Server{Handler: s}
+	url := "http://" + l.Addr().String() + "/"
+
+	shared := newBase()
+	sharedRT := c.New(shared)
+	var bases []*http.Transport
+	var basesMu sync.Mutex
+	client := func() http.RoundTripper {
+		if !sc.PerProcess {
+			return sharedRT
+		}
+		b := newBase()
+		basesMu.Lock()
+		bases = append(bases, b)
+		basesMu.Unlock()
+		return c.New(b)
+	}
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes []outcome
+	)
+	s.start = time.Now()
+	go hs.Serve(l)
+	send := func(rt http.RoundTripper) {
+		defer wg.Done()
+		begin := time.Since(s.start)
+		ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := rt.RoundTrip(req)
+		ok := false
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			ok = resp.StatusCode == 200
+		}
+		mu.Lock()
+		outcomes = append(outcomes, outcome{begin, time.Since(s.start) - begin, ok})
+		mu.Unlock()
+	}
+	switch sc.Shape {
+	case "steady":
+		total := sc.Warmup + sc.Outage + sc.Recovery
+		n := int(total.Seconds() * float64(sc.Rate))
+		interval := time.Second / time.Duration(sc.Rate)
+		for i := range n {
+			if d := time.Duration(i)*interval - time.Since(s.start); d > 0 {
+				time.Sleep(d)
+			}
+			wg.Add(1)
+			go send(client())
+		}
+	default:
+		rts := make([]http.RoundTripper, sc.N)
+		for i := range rts {
+			rts[i] = client()
+		}
+		wg.Add(sc.N)
+		for i := range sc.N {
+			go send(rts[i])
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(s.start)
+	hs.Close()
+	shared.CloseIdleConnections()
+	for _, b := range bases {
+		b.CloseIdleConnections()
+	}
+
+	s.mu.Lock()
+	series := append([]int64(nil), s.series...)
+	s.mu.Unlock()
+	r := Result{Contender: c.Name, Requests: len(outcomes), Series: series, Elapsed: elapsed}
+	var lat []time.Duration
+	for _, o := range outcomes {
+		inOutage := o.start >= s.downFrom && o.start < s.downTo
+		if inOutage {
+			r.OutageRequests++
+		}
+		if o.ok {
+			r.Successes++
+			lat = append(lat, o.latency)
+			if inOutage {
+				r.OutageSuccess++
+			}
+		}
+	}
+	for i, v := range series {
+		r.Attempts += v
+		t := time.Duration(i) * bucket
+		switch {
+		case t >= s.downFrom && t < s.downTo:
+			r.OutageAttempts += v
+			r.PeakOutage = max(r.PeakOutage, v)
+		case t >= s.downTo:
+			r.PeakRecovery = max(r.PeakRecovery, v)
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		r.P50 = lat[len(lat)*50/100]
+		r.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return r, nil
+}
+
+func (r Result) Amplification() float64 { return float64(r.Attempts) / float64(max(r.Requests, 1)) }
+
+// OutageAmplification is attempts during the outage over the requests that
+// started in it.
+func (r Result) OutageAmplification() float64 {
+	return float64(r.OutageAttempts) / float64(max(r.OutageRequests, 1))
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
