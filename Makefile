@@ -5,7 +5,7 @@ BENCHSTAT = golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCOUNT ?= 8
 FUZZTIME ?= 30s
 
-.PHONY: test demo lint bench bench-peers fuzz examples
+.PHONY: test demo lint bench bench-peers bench-check fuzz examples
 
 # test: formatting, vet and every test of every package under the race
 # detector, examples included.
@@ -39,5 +39,11 @@ bench-peers:
 	cd bench && for i in $$(seq $(BENCHCOUNT)); do $(GO) test -run '^$$' -bench . -benchmem -count 1 . | tee -a success.txt; done
 	cd bench && $(GO) run $(BENCHSTAT) -col /rt success.txt
 
+# fuzz: each fuzz target for FUZZTIME; the seed corpora are in testdata/fuzz.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime $(FUZZTIME) .
+
+# bench-check: the benchmark module builds, passes vet, and its tests pass.
+bench-check:
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...

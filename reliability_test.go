@@ -1,0 +1,403 @@
+package retryhttp
+
+// Faults on real loopback connections, HTTP/2 and TLS, leaks, side effects
+// and load. Every test here bounds its own time.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/retryhttp/retryhttp/retrytest"
+	"go.uber.org/goleak"
+)
+
+// tlsServer starts an HTTP/2 TLS server that logs nothing.
+func tlsServer(t *testing.T, script ...retrytest.Reply) *retrytest.Server {
+	t.Helper()
+	s := retrytest.NewUnstartedServer(script...)
+	s.EnableHTTP2 = true
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestHTTP2StreamResetRetriedForGETOnly(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		key    bool
+		want   int
+	}{{"GET", false, 2}, {"POST", true, 2}, {"POST", false, 1}} {
+		t.Run(fmt.Sprintf("%s key=%v", tc.method, tc.key), func(t *testing.T) {
+			srv := tlsServer(t, retrytest.Reply{Fault: retrytest.Reset})
+			base := srv.Client().Transport.(*http.Transport)
+			tr, _ := testTransport(base, WithBackoff(Constant(0)))
+			defer tr.CloseIdleConnections()
+			req := newRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
+			if tc.key {
+				req.Header.Set(HeaderIdempotencyKey, "k")
+			}
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				if resp.ProtoMajor != 2 {
+					t.Errorf("served over HTTP/%d, want HTTP/2", resp.ProtoMajor)
+				}
+				resp.Body.Close()
+			}
+			if srv.Count() != tc.want {
+				t.Errorf("server received %d attempts, want %d (err %v)", srv.Count(), tc.want, err)
+			}
+			if tc.want == 1 && err == nil {
+				t.Error("a bare POST whose stream was reset returned no error")
+			}
+		})
+	}
+}
+
+func TestHTTP2DiscardedBodiesDoNotLeakStreams(t *testing.T) {
+	for _, size := range []int{8 << 10, 200 << 10} { // drained, and closed unread
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			var n atomic.Int64
+			big := strings.Repeat("x", size)
+			srv := tlsServer(t)
+			srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1)%2 == 1 {
+					w.WriteHeader(503)
+					io.WriteString(w, big)
+					return
+				}
+				io.WriteString(w, "ok")
+			}))
+			tr, _ := testTransport(srv.Client().Transport, WithBackoff(Constant(0)))
+			tr.c.markOwner = false
+			defer tr.CloseIdleConnections()
+			// More than the server's 250 concurrent streams: a leaked
+			// stream per discarded body would stall or need new connections.
+			for i := range 300 {
+				resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d", i, resp.StatusCode)
+				}
+			}
+			if srv.Count() != 600 || srv.NewConns() != 1 {
+				t.Errorf("%d attempts on %d connections, want 600 on 1", srv.Count(), srv.NewConns())
+			}
+		})
+	}
+}
+
+func TestTLSUnknownAuthorityNotRetried(t *testing.T) {
+	srv := tlsServer(t)
+	tr, _ := testTransport(nil, WithBackoff(Constant(0))) // does not trust the test certificate
+	defer tr.CloseIdleConnections()
+	_, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
+	var re *Error
+	if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != "" {
+		t.Fatalf("error %v, want a single attempt", err)
+	}
+	if srv.NewConns() != 1 || srv.Count() != 0 {
+		t.Errorf("%d handshakes, %d requests; want 1 handshake, no request", srv.NewConns(), srv.Count())
+	}
+}
+
+// TestFaultsPerMethod states the decision for each fault and method, and
+// checks what the server received.
+func TestFaultsPerMethod(t *testing.T) {
+	type want struct{ get, post, keyedPost int }
+	tests := []struct {
+		name  string
+		reply retrytest.Reply
+		want  want
+	}{
+		// Accepted and never answered: the per-attempt timeout ends it, and
+		// the server may have acted, so only GET and a keyed POST go again.
+		{"hang", retrytest.Reply{Fault: retrytest.Hang}, want{3, 1, 3}},
+		// Headers slower than the per-attempt timeout: the same.
+		{"slow headers", retrytest.Reply{Delay: time.Second}, want{3, 1, 3}},
+		// Reset before any response byte.
+		{"reset", retrytest.Reply{Fault: retrytest.Reset}, want{3, 1, 3}},
+		// 503: retried unless the method is unsafe without a key.
+		{"503", retrytest.Status(503), want{3, 1, 3}},
+	}
+	for _, tt := range tests {
+		for _, m := range []struct {
+			name   string
+			method string
+			key    bool
+			want   int
+		}{{"GET", "GET", false, tt.want.get}, {"POST", "POST", false, tt.want.post}, {"keyed POST", "POST", true, tt.want.keyedPost}} {
+			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
+				srv := retrytest.NewServer()
+				srv.Then = tt.reply
+				defer srv.Close()
+				tr, _ := testTransport(nil, WithMaxAttempts(3), WithBackoff(Constant(0)), WithPerAttemptTimeout(50*time.Millisecond))
+				defer tr.CloseIdleConnections()
+				req := newRequest(t, m.method, srv.URL, strings.NewReader("order"))
+				if m.key {
+					req.Header.Set(HeaderIdempotencyKey, "k")
+				}
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				if srv.Count() != m.want {
+					t.Errorf("server received %d attempts, want %d (result %v)", srv.Count(), m.want, err)
+				}
+				if err := retrytest.CheckSameBody(srv.Attempts(), []byte("order")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
+// A server that closes each connection after its reply, without saying so:
+// a bare POST must reach it exactly once per call, never twice.
+func TestServerClosingIdleConnections(t *testing.T) {
+	srv := retrytest.NewServer()
+	srv.Then = retrytest.Reply{Body: "ok", Fault: retrytest.CloseAfterReply}
+	defer srv.Close()
+	tr, _ := testTransport(nil, WithBackoff(Constant(0)))
+	defer tr.CloseIdleConnections()
+	var failed int
+	for range 30 {
+		resp, err := tr.RoundTrip(newRequest(t, "POST", srv.URL, strings.NewReader("x")))
+		if err != nil {
+			failed++
+			continue
+		}
+		resp.Body.Close()
+	}
+	if srv.Count() != 30 {
+		t.Errorf("30 bare POSTs reached the server %d times (%d failed)", srv.Count(), failed)
+	}
+}
+
+// TestNoLeaks sends 1,000 requests with retries, cancellations and
+// per-attempt timeouts, and checks that no goroutine and no connection is
+// left behind.
+func TestNoLeaks(t *testing.T) {
+	var n atomic.Int64
+	srv := retrytest.NewServer()
+	srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) % 7 {
+		case 1, 4:
+			w.WriteHeader(503)
+		case 2:
+			select { // hang until the client gives up
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		case 3:
+			panic(http.ErrAbortHandler) // the connection is dropped
+		default:
+			io.WriteString(w, "ok")
+		}
+	}))
+	tr, _ := testTransport(nil, WithBackoff(Constant(0)), WithPerAttemptTimeout(20*time.Millisecond))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 50)
+	var outcomes atomic.Int64
+	for i := range 1000 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx := context.Background()
+			if i%10 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(rand.IntN(30))*time.Millisecond)
+				defer cancel()
+			}
+			resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil).WithContext(ctx))
+			if (resp == nil) == (err == nil) {
+				t.Errorf("RoundTrip = %v, %v", resp, err)
+			}
+			if resp != nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			outcomes.Add(1)
+		}()
+	}
+	wg.Wait()
+	tr.CloseIdleConnections()
+	if outcomes.Load() != 1000 {
+		t.Fatalf("%d of 1000 requests ended", outcomes.Load())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.OpenConns() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := srv.OpenConns(); c != 0 {
+		t.Errorf("%d connections still open at the server", c)
+	}
+	srv.Close()
+	goleak.VerifyNone(t)
+}
+
+// paymentServer charges once per Idempotency-Key, and on some first
+// attempts charges and then drops the connection before answering: the
+// "charged, but the answer was lost" case.
+type paymentServer struct {
+	mu      sync.Mutex
+	charges map[string]int // key -> times charged
+	seen    map[string]bool
+	bare    int // charges without a key
+	lose    func() bool
+}
+
+func (p *paymentServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	key := r.Header.Get(HeaderIdempotencyKey)
+	p.mu.Lock()
+	first := key == "" || !p.seen[key] // without a key, every request is new
+	switch {
+	case key == "":
+		p.bare++
+	case first:
+		p.charges[key]++
+	}
+	p.seen[key] = true
+	p.mu.Unlock()
+	if first && p.lose() {
+		panic(http.ErrAbortHandler) // charged; the answer is lost
+	}
+	io.WriteString(w, "charged")
+}
+
+func TestPaymentsChargedExactlyOnce(t *testing.T) {
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	ps := &paymentServer{charges: map[string]int{}, seen: map[string]bool{}, lose: func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(3) == 0
+	}}
+	srv := retrytest.NewServer()
+	srv.Handle(ps)
+	defer srv.Close()
+
+	run := func(opts ...Option) (ok, failed int) {
+		tr, _ := testTransport(nil, append([]Option{WithBackoff(Constant(time.Millisecond))}, opts...)...)
+		defer tr.CloseIdleConnections()
+		var wg sync.WaitGroup
+		var okN, failN atomic.Int64
+		for range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := tr.RoundTrip(newRequest(t, "POST", srv.URL+"/charges", strings.NewReader(`{"amount":100}`)))
+				if err != nil {
+					failN.Add(1)
+					return
+				}
+				resp.Body.Close()
+				okN.Add(1)
+			}()
+		}
+		wg.Wait()
+		return int(okN.Load()), int(failN.Load())
+	}
+
+	ok, failed := run(WithIdempotencyKeys(), WithMaxAttempts(10))
+	if ok != 1000 || failed != 0 {
+		t.Errorf("with keys: %d succeeded, %d failed; want all 1000 to succeed", ok, failed)
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	twice := 0
+	for _, n := range ps.charges {
+		if n != 1 {
+			twice++
+		}
+	}
+	if len(ps.charges) != 1000 || twice != 0 || ps.bare != 0 {
+		t.Errorf("with keys: %d keys charged, %d more than once, %d without key; want 1000, 0, 0", len(ps.charges), twice, ps.bare)
+	}
+
+	// Without keys, a POST whose answer was lost is not sent again: the
+	// caller sees the failure instead of a second charge.
+	ps.mu.Unlock()
+	ok, failed = run()
+	ps.mu.Lock()
+	if ps.bare != 1000 || ok+failed != 1000 || failed == 0 {
+		t.Errorf("without keys: %d charges for 1000 POSTs (%d ok, %d failed); want exactly 1000, some failed", ps.bare, ok, failed)
+	}
+}
+
+// TestLoad drives 200 goroutines through one Transport for a bounded time
+// against a flaky server: no race, every logical request ends visibly, and
+// the counters agree (every attempt is a first attempt or a retry).
+func TestLoad(t *testing.T) {
+	var n atomic.Int64
+	srv := retrytest.NewServer()
+	srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) % 10 {
+		case 0, 5:
+			w.WriteHeader(503)
+		case 7:
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(429)
+		default:
+			io.WriteString(w, "ok")
+		}
+	}))
+	defer srv.Close()
+	m := NewMetrics()
+	tr, _ := testTransport(nil, WithMetrics(m), WithBackoff(Constant(0)), WithBudget(NewBudget(0.5, 100)))
+	defer tr.CloseIdleConnections()
+	var calls, ended atomic.Int64
+	stop := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000 && time.Now().Before(stop); i++ {
+				calls.Add(1)
+				resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
+				if (resp == nil) == (err == nil) {
+					t.Errorf("RoundTrip = %v, %v", resp, err)
+					continue
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+				ended.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	requests := testutil.ToFloat64(m.requests.WithLabelValues(defaultName, "GET"))
+	var attempts, retries float64
+	for _, o := range []string{"200", "503", "429"} {
+		attempts += testutil.ToFloat64(m.attempts.WithLabelValues(defaultName, o))
+		retries += testutil.ToFloat64(m.retries.WithLabelValues(defaultName, o))
+	}
+	if calls.Load() != ended.Load() || float64(calls.Load()) != requests {
+		t.Errorf("%d calls, %d ended, %v counted", calls.Load(), ended.Load(), requests)
+	}
+	if attempts != requests+retries || int64(attempts) != int64(srv.Count()) {
+		t.Errorf("attempts %v, requests %v + retries %v; server saw %d", attempts, requests, retries, srv.Count())
+	}
+	if calls.Load() < 1000 {
+		t.Errorf("only %d calls in a second", calls.Load())
+	}
+}
