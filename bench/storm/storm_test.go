@@ -1,0 +1,42 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/bench"
+)
+
+// The engine counts what the server receives: a contender that never
+// retries sends exactly one attempt per request, and none succeeds while
+// the server is down.
+func TestStormAccounting(t *testing.T) {
+	sc := Scenario{Name: "smoke", Shape: "burst", N: 20, Outage: 300 * time.Millisecond,
+		Capacity: 50, Work: time.Millisecond, Timeout: 10 * time.Second}
+	r, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Attempts != 20 || r.Successes != 0 || r.Requests != 20 || r.OutageAttempts != 20 {
+		t.Errorf("bare: %+v; want 20 attempts in the outage, no success", r)
+	}
+	r, err = Run(sc, bench.RetryHTTPBreaker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Successes != 20 || r.Amplification() > 2.5 {
+		t.Errorf("retryhttp+breaker: %d of 20 succeeded at %.2fx; want all, at most 2.5x", r.Successes, r.Amplification())
+	}
+}
+
+func TestSteadyShape(t *testing.T) {
+	sc := Scenario{Name: "smoke-steady", Shape: "steady", Rate: 100, Warmup: 300 * time.Millisecond,
+		Outage: 200 * time.Millisecond, Recovery: 300 * time.Millisecond, Capacity: 50, Work: time.Millisecond, Timeout: 10 * time.Second}
+	r, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 80 || r.OutageRequests < 15 || r.OutageRequests > 25 || r.Successes != r.Requests-r.OutageRequests {
+		t.Errorf("bare steady: %d requests, %d in the outage, %d ok; want 80, about 20, the rest", r.Requests, r.OutageRequests, r.Successes)
+	}
+}
