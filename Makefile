@@ -18,8 +18,12 @@ test:
 demo:
 	$(GO) run ./examples/demo
 
+# examples: the examples in the root module, then those that wrap real
+# SDKs, in their own module (examples/sdk) so that the library's go.mod
+# never requires an SDK.
 examples:
 	$(GO) test -race -count=1 ./examples/...
+	cd examples/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 lint:
 	$(GO) vet ./...
