@@ -46,6 +46,7 @@ func main() {
 		with(base, "steady-D1", "steady", time.Second, false, ""),
 		with(base, "burst-D3-per-process", "burst", 3*time.Second, true, ""),
 		with(base, "burst-D3-per-process-retry-after", "burst", 3*time.Second, true, "3"),
+		with(base, "burst-D3-per-process-retry-after-spread", "burst", 3*time.Second, true, "3-6"),
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{

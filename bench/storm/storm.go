@@ -7,10 +7,12 @@ package main
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +31,7 @@ type Scenario struct {
 	Recovery   time.Duration // steady: arrivals go on this long after the outage
 	Capacity   int           // after the outage: requests served at once; the excess gets 503
 	Work       time.Duration // time to serve one request
-	RetryAfter string        // if set, sent with every 503 during the outage
+	RetryAfter string        // if set, sent with every 503 during the outage; "lo-hi" sends a random whole number of seconds in [lo, hi]
 	PerProcess bool          // one client (RoundTripper) per request, sharing nothing
 	Timeout    time.Duration // each request's context deadline
 }
@@ -74,8 +76,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.series[i]++
 	s.mu.Unlock()
 	if t >= s.downFrom && t < s.downTo {
-		if s.sc.RetryAfter != "" {
-			w.Header().Set("Retry-After", s.sc.RetryAfter)
+		if v := retryAfter(s.sc.RetryAfter); v != "" {
+			w.Header().Set("Retry-After", v)
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
@@ -88,6 +90,22 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(s.sc.Work)
 	s.inflight.Add(-1)
 	io.WriteString(w, "ok")
+}
+
+// retryAfter returns the Retry-After value for spec: spec itself, or for
+// "lo-hi" a random whole number of seconds in [lo, hi], the way a server
+// spreads the clients it turns away.
+func retryAfter(spec string) string {
+	lo, hi, ok := strings.Cut(spec, "-")
+	if !ok {
+		return spec
+	}
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || h < l {
+		return spec
+	}
+	return strconv.Itoa(l + rand.IntN(h-l+1))
 }
 
 func newBase() *http.Transport {

@@ -40,3 +40,20 @@ func TestSteadyShape(t *testing.T) {
 		t.Errorf("bare steady: %d requests, %d in the outage, %d ok; want 80, about 20, the rest", r.Requests, r.OutageRequests, r.Successes)
 	}
 }
+
+func TestRetryAfterSpread(t *testing.T) {
+	if got := retryAfter("3"); got != "3" {
+		t.Errorf(`retryAfter("3") = %q`, got)
+	}
+	seen := map[string]bool{}
+	for range 1000 {
+		v := retryAfter("3-6")
+		if v != "3" && v != "4" && v != "5" && v != "6" {
+			t.Fatalf(`retryAfter("3-6") = %q, want a whole number in [3, 6]`, v)
+		}
+		seen[v] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf(`retryAfter("3-6") gave only %v in 1000 draws`, seen)
+	}
+}
