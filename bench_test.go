@@ -10,6 +10,7 @@ package retryhttp
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -52,6 +53,63 @@ func successContenders() []benchRT {
 		}},
 	}
 }
+
+// BenchmarkOverhead measures what retryhttp itself costs per request,
+// without the network's noise: the base answers from memory at once, so
+// the difference from bare is all retryhttp's. The base says, with an
+// Unwrap method, that it wraps an *http.Transport, as a tracing or logging
+// middleware over one would; "opaque" is the same base without Unwrap,
+// which may hide another Transport, so that each request must carry the
+// single-retry-owner mark in its context. "all" turns on every option a
+// successful GET could pay for, except the per-attempt timeout, whose
+// context and timer are its price.
+func BenchmarkOverhead(b *testing.B) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	mem := RoundTripperFuncForTest(func(*http.Request) (*http.Response, error) { return resp, nil })
+	base := func() http.RoundTripper { return seenThrough{mem} }
+	contenders := []benchRT{
+		{"bare", base},
+		{"retryhttp", func() http.RoundTripper { return New(base()) }},
+		{"retryhttp+metrics", func() http.RoundTripper { return New(base(), WithMetrics(NewMetrics())) }},
+		{"retryhttp+all", func() http.RoundTripper {
+			return New(base(), WithMetrics(NewMetrics()), WithName("all"), WithRetryBreaker(BreakerConfig{}),
+				WithLogger(slog.New(slog.DiscardHandler)), WithOnRetry(func(RetryEvent) {}),
+				WithAttemptHeader("Retry-Attempt"), WithIdempotencyKeys())
+		}},
+		{"retryhttp+opaque", func() http.RoundTripper { return New(mem) }},
+	}
+	for _, parallel := range []bool{false, true} {
+		for _, c := range contenders {
+			name := "seq/rt=" + c.name
+			if parallel {
+				name = "parallel/rt=" + c.name
+			}
+			b.Run(name, func(b *testing.B) {
+				rt := c.rt()
+				req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+				rt.RoundTrip(req)
+				b.ReportAllocs()
+				b.ResetTimer()
+				if !parallel {
+					for b.Loop() {
+						rt.RoundTrip(req)
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						rt.RoundTrip(req)
+					}
+				})
+			})
+		}
+	}
+}
+
+// seenThrough is a middleware that tells what it wraps.
+type seenThrough struct{ http.RoundTripper }
+
+func (seenThrough) Unwrap() http.RoundTripper { return &http.Transport{} }
 
 func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request) {
 	resp, err := rt.RoundTrip(req)

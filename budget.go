@@ -86,9 +86,8 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
 	return float64(n)
 }
 
-// recordFirst counts a first attempt to host.
-func (b *Budget) recordFirst(host string, now time.Time) {
-	sec := now.Unix()
+// recordFirst counts a first attempt to host in second sec.
+func (b *Budget) recordFirst(host string, sec int64) {
 	bucketAdd(&b.hosts.get(host).firsts[uint64(sec)%budgetBuckets], sec)
 }
 
@@ -97,8 +96,7 @@ func (b *Budget) recordFirst(host string, now time.Time) {
 // current second's bucket, made only if the count it saw still leaves room,
 // so that goroutines deciding at the same instant cannot overshoot the
 // limit together.
-func (b *Budget) allowRetry(host string, now time.Time) bool {
-	sec := now.Unix()
+func (b *Budget) allowRetry(host string, sec int64) bool {
 	h := b.hosts.get(host)
 	limit := b.ratio*sum(&h.firsts, sec) + b.floor
 	cur := &h.retries[uint64(sec)%budgetBuckets]

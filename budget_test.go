@@ -26,11 +26,11 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 	for _, tt := range tests {
 		b := NewBudget(tt.ratio, tt.perSecond)
 		for range tt.firsts {
-			b.recordFirst("a", now)
+			b.recordFirst("a", now.Unix())
 		}
 		got := 0
 		for range 1000 {
-			if !b.allowRetry("a", now) {
+			if !b.allowRetry("a", now.Unix()) {
 				break
 			}
 			got++
@@ -38,7 +38,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("NewBudget(%v, %v) after %d first attempts allows %d retries, want %d", tt.ratio, tt.perSecond, tt.firsts, got, tt.want)
 		}
-		if b.allowRetry("b", now) != (tt.perSecond > 0) {
+		if b.allowRetry("b", now.Unix()) != (tt.perSecond > 0) {
 			t.Errorf("NewBudget(%v, %v): another host shares the first host's account", tt.ratio, tt.perSecond)
 		}
 	}
@@ -48,24 +48,24 @@ func TestBudgetWindowSlides(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := NewBudget(0.1, 0)
 	for range 100 {
-		b.recordFirst("h", t0)
+		b.recordFirst("h", t0.Unix())
 	}
 	for range 10 {
-		if !b.allowRetry("h", t0) {
+		if !b.allowRetry("h", t0.Unix()) {
 			t.Fatal("retry refused within the budget")
 		}
 	}
-	if b.allowRetry("h", t0.Add(5*time.Second)) {
+	if b.allowRetry("h", t0.Add(5*time.Second).Unix()) {
 		t.Error("budget spent at t0 allowed a retry 5s later")
 	}
 	// 10 s on, the first attempts and the retries of t0 are out of the window.
-	if b.allowRetry("h", t0.Add(10*time.Second)) {
+	if b.allowRetry("h", t0.Add(10*time.Second).Unix()) {
 		t.Error("first attempts older than the window still count")
 	}
 	for range 10 {
-		b.recordFirst("h", t0.Add(10*time.Second))
+		b.recordFirst("h", t0.Add(10*time.Second).Unix())
 	}
-	if !b.allowRetry("h", t0.Add(10*time.Second)) {
+	if !b.allowRetry("h", t0.Add(10*time.Second).Unix()) {
 		t.Error("retries older than the window still count")
 	}
 }
@@ -74,7 +74,7 @@ func TestBudgetHostCap(t *testing.T) {
 	now := time.Now()
 	b := NewBudget(1, 0)
 	for i := range maxHosts + 100 {
-		b.recordFirst(fmt.Sprintf("h%d", i), now)
+		b.recordFirst(fmt.Sprintf("h%d", i), now.Unix())
 	}
 	if n := b.hosts.len(); n != maxHosts+1 {
 		t.Errorf("budget tracks %d hosts, want %d and one shared by the rest", n, maxHosts+1)
@@ -114,7 +114,7 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := NewBudget(0.1, 0)
 	for range 1000 {
-		b.recordFirst("h", now)
+		b.recordFirst("h", now.Unix())
 	}
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -123,7 +123,7 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if b.allowRetry("h", now) {
+				if b.allowRetry("h", now.Unix()) {
 					allowed.Add(1)
 				}
 			}

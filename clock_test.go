@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -22,6 +23,8 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+func (c *fakeClock) Second() int64 { return c.Now().Unix() }
+
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -37,4 +40,15 @@ func (c *fakeClock) Sleeps() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.sleeps...)
+}
+
+// realClock.Second counts from the monotonic clock: it must still agree
+// with the wall clock's second.
+func TestRealClockSecond(t *testing.T) {
+	before := time.Now().Unix()
+	s := realClock{}.Second()
+	after := time.Now().Unix()
+	if s < before-1 || s > after+1 {
+		t.Errorf("Second() = %d, wall clock between %d and %d", s, before, after)
+	}
 }

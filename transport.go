@@ -164,7 +164,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.metrics.request(method)
 	if c.budget != nil {
-		c.budget.recordFirst(req.URL.Host, c.clock.Now())
+		c.budget.recordFirst(req.URL.Host, c.clock.Second())
 	}
 
 	k.keyed = hasIdempotencyKey(req.Header)
@@ -224,7 +224,11 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			failed = k.ctx.Err() == nil && classifyError(err) == errRetryable
 		}
 		if br != nil {
-			now := c.clock.Now()
+			// A success needs no time: it only lowers the score.
+			var now time.Time
+			if err != nil || failed {
+				now = c.clock.Now()
+			}
 			if mode == sendProbe && (err != nil || failed) {
 				br.probeFailed(host, now)
 			}
@@ -276,7 +280,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		// its retry does not spend the budget; nor does one that the open
 		// breaker will hold.
 		if c.budget != nil && !notSent && !(br != nil && br.isOpen(host)) &&
-			!c.budget.allowRetry(host, now) {
+			!c.budget.allowRetry(host, c.clock.Second()) {
 			return k.giveUp(GiveUpBudget, attempt, resp, err, delay)
 		}
 		next, gerr := k.nextBody()
