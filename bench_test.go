@@ -51,6 +51,10 @@ func successContenders() []benchRT {
 		{"retryhttp+metrics", func() http.RoundTripper {
 			return New(benchBase(), WithMetrics(NewMetrics()), WithBudget(NewBudget(0.1, 10)))
 		}},
+		// The bare transport again, last: a control. Its ratio to the first
+		// bare is the noise and the order effects of the run; a difference
+		// of retryhttp's smaller than that is not one.
+		{"bare-again", func() http.RoundTripper { return benchBase() }},
 	}
 }
 

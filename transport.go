@@ -43,7 +43,12 @@ type Transport struct {
 // If base is itself a Transport (an SDK's client that already retries,
 // wrapped again), the new Transport is the only one that retries: base
 // passes each attempt through once. The same holds for a Transport deeper
-// in a chain of other RoundTrippers; see RoundTrip.
+// in a chain of other RoundTrippers; see RoundTrip. To find one there, a
+// request sent to a base that is neither an *http.Transport nor a
+// middleware that unwraps to one (with an Unwrap() http.RoundTripper
+// method) carries a mark in its context, which costs its first attempt
+// two allocations (a context and a shallow copy of the request). Give a
+// middleware of your own an Unwrap method to spare them.
 func New(base http.RoundTripper, opts ...Option) *Transport {
 	c, err := newConfig(base, opts)
 	if err != nil {
