@@ -229,16 +229,17 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			failed = k.ctx.Err() == nil && classifyError(err) == errRetryable
 		}
 		if br != nil {
-			// A success needs no time: it only lowers the score.
-			var now time.Time
-			if err != nil || failed {
-				now = c.clock.Now()
-			}
-			if mode == sendProbe && (err != nil || failed) {
-				br.probeFailed(host, now)
-			}
-			if err == nil || failed {
-				br.record(host, attempt == 1, failed, now)
+			if err == nil && !failed {
+				// A success needs no time: it only lowers the score.
+				br.record(host, attempt == 1, false, time.Time{})
+			} else {
+				now := c.clock.Now()
+				if mode == sendProbe {
+					br.probeFailed(host, now)
+				}
+				if failed {
+					br.record(host, attempt == 1, true, now)
+				}
 			}
 		}
 		if err == nil {
