@@ -153,3 +153,19 @@ func Constant(d time.Duration) Backoff {
 	}
 	return constant(d)
 }
+
+// upperDelay is the longest wait b can ask for before retry n: the bound
+// of the built-in strategies, or a draw of a Backoff of the user's.
+func upperDelay(b Backoff, retry int, prev time.Duration) time.Duration {
+	switch b := b.(type) {
+	case fullJitter:
+		return bound(b.base, b.max, retry)
+	case equalJitter:
+		return bound(b.base, b.max, retry)
+	case exponential:
+		return bound(b.base, b.max, retry)
+	case decorrelatedJitter:
+		return b.max
+	}
+	return max(b.Delay(retry, prev), 0)
+}

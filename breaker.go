@@ -1,173 +1,228 @@
-// This file holds the retry breaker: per host, while first attempts mostly
-// fail, retries are held instead of sent, one of them goes out as a probe
-// at backoff intervals, and the held ones are released, spread with
-// jitter, once an attempt succeeds. The loop calls it from transport.go.
+// This file holds the retry breaker, on by default: per host, while
+// attempts keep failing, retries are held instead of sent, for no longer
+// than their own backoff schedule; one of them at a time goes out as a
+// probe, charged to the budget; and when any attempt succeeds, the held
+// retries are released at the pace at which they were held. With
+// FailFast, first attempts are refused too while the host's breaker is
+// open. The loop calls it from transport.go.
 
 package retryhttp
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// BreakerConfig configures the retry breaker of WithRetryBreaker. A zero
-// field takes its default.
+// BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
+// zero field takes its default.
 type BreakerConfig struct {
-	// Threshold trips the breaker for a host: each first attempt that
-	// fails in a way worth retrying adds 1 to the host's failure score,
-	// each attempt that succeeds takes 2 off (down to 0), and the breaker
-	// opens when the score reaches Threshold. Only first attempts add, so
-	// that one request's retries alone can never trip it, and it trips
-	// only while clearly more than two attempts in three fail. Default 10.
+	// Disabled turns the breaker off: every retry is sent when its wait
+	// ends, limited by the budget alone.
+	Disabled bool
+	// Threshold opens a host's breaker: each attempt to the host that
+	// fails in a way worth retrying adds 1 to its failure score, each
+	// answer takes 2 off (down to 0), and the breaker opens when the score
+	// reaches Threshold, that is after Threshold failures in a row, or
+	// while clearly more than two attempts in three fail. Default 10.
 	Threshold int
 	// ProbeBackoff spaces the probes while the breaker is open: the n-th
-	// probe goes out ProbeBackoff.Delay(n, prev) after the breaker opened
-	// or the previous probe failed. Default EqualJitter(200ms, 5s).
+	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
+	// the host failed, whether that was a probe or a first attempt.
+	// Default EqualJitter(100ms, 500ms): short, so that the end of a
+	// short outage is seen within a held retry's schedule, and longer than
+	// the gaps between the first attempts of a client with steady
+	// traffic, which need no probe (a failure of any attempt pushes the
+	// next probe back). With FailFast, EqualJitter(200ms, 5s).
 	ProbeBackoff Backoff
-	// ReleaseSpread spreads the retries released when the breaker closes
-	// uniformly over [0, ReleaseSpread], so that they do not come back as
-	// one wave. Default 500ms.
-	ReleaseSpread time.Duration
-	// MaxHold is the longest a retry is held; the request then gives up
-	// with its last response, reason "breaker". A context deadline that
-	// comes sooner ends the hold sooner. Default 30s.
+	// MaxHold is the longest a retry is held. The default, 0, holds it no
+	// longer than the rest of its request's backoff schedule: until the
+	// time its last attempt would have gone at the latest (the sum of the
+	// backoff's upper bounds for the remaining retries). A context
+	// deadline that comes sooner ends the hold sooner. The request then
+	// gives up with its last response, reason "breaker".
 	MaxHold time.Duration
+	// FailFast makes the breaker refuse first attempts too while a host's
+	// breaker is open: RoundTrip returns at once an [*Error] for which
+	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
+	// without sending anything, so that the caller can serve a fallback.
+	// One request at a time goes out as the probe, at ProbeBackoff.
+	FailFast bool
 }
 
-// WithRetryBreaker turns on the retry breaker (it is off by default).
-// While a host is failing across many requests, their retries are not
-// sent one by one: they are held, a single probe (one of them) goes out at
-// backoff intervals, and when a probe or any other attempt succeeds the
-// held retries are released, spread with jitter. First attempts are never
-// held. A held retry is not charged to the Budget, and a released one is
-// sent without charge, paced by the spread instead: the breaker is what
-// lets every request succeed after a short outage without amplifying a
-// long one. Each held retry stays bounded by its request's context
-// deadline, its attempts and MaxHold.
+// WithRetryBreaker configures the retry breaker, which is on by default
+// with the zero BreakerConfig. While a host is failing (Threshold failed
+// attempts in a row), retries to it are held instead of sent: one of them
+// at a time goes out as a probe, charged to the budget, and when any
+// attempt to the host succeeds (a probe, or a first attempt, which is
+// never held), the held retries are released, paced as they arrived, so
+// that they come back no faster than they were held. A retry that
+// nothing releases within its own backoff schedule gives up with its last
+// response. Each breaker state is per host and per Transport.
 func WithRetryBreaker(cfg BreakerConfig) Option {
 	return Option{func(c *config) error {
 		switch {
 		case cfg.Threshold < 0:
 			return optErr(fmt.Sprintf("WithRetryBreaker(Threshold: %d)", cfg.Threshold), "threshold is negative")
-		case cfg.ReleaseSpread < 0:
-			return optErr(fmt.Sprintf("WithRetryBreaker(ReleaseSpread: %v)", cfg.ReleaseSpread), "spread is negative")
 		case cfg.MaxHold < 0:
 			return optErr(fmt.Sprintf("WithRetryBreaker(MaxHold: %v)", cfg.MaxHold), "hold is negative")
 		}
-		if cfg.Threshold == 0 {
-			cfg.Threshold = 10
+		if cfg.Disabled {
+			c.breaker = nil
+			return nil
 		}
-		if cfg.ProbeBackoff == nil {
-			cfg.ProbeBackoff = equalJitter{200 * time.Millisecond, 5 * time.Second}
-		}
-		if cfg.ReleaseSpread == 0 {
-			cfg.ReleaseSpread = 500 * time.Millisecond
-		}
-		if cfg.MaxHold == 0 {
-			cfg.MaxHold = 30 * time.Second
-		}
-		c.breaker = &breaker{cfg: cfg}
+		c.breaker = newBreaker(cfg)
 		return nil
 	}}
 }
 
-// GiveUpBreaker: a retry held by the breaker reached MaxHold or the
-// context deadline before an attempt succeeded.
-const GiveUpBreaker = "breaker"
-
-// ErrBreakerHold is what a request whose last retry was held too long
-// ends with when it has no response to return.
-var ErrBreakerHold = errors.New("retryhttp: retry held by the breaker until its time ran out")
+func newBreaker(cfg BreakerConfig) *breaker {
+	if cfg.Threshold == 0 {
+		cfg.Threshold = DefaultBreakerThreshold
+	}
+	if cfg.ProbeBackoff == nil {
+		cfg.ProbeBackoff = equalJitter{DefaultProbeBase, DefaultProbeMax}
+		if cfg.FailFast {
+			cfg.ProbeBackoff = equalJitter{DefaultFailFastProbeBase, DefaultFailFastProbeMax}
+		}
+	}
+	b := &breaker{cfg: cfg}
+	b.hosts.init = func(h *breakerHost) { h.b = b }
+	return b
+}
 
 type breaker struct {
 	cfg   BreakerConfig
 	hosts hostMap[breakerHost]
 }
 
+func (b *breaker) host(h string) *breakerHost { return b.hosts.get(h) }
+
 // breakerHost is one host's breaker. score and open are read on every
-// first attempt, without a lock; the rest changes only while the host is
+// attempt, without a lock; the rest changes only while the host is
 // failing, under mu.
 type breakerHost struct {
 	score atomic.Int32
 	open  atomic.Bool
+	b     *breaker // set once, before the host is shared
 
 	mu        sync.Mutex
-	released  chan struct{} // closed when the breaker closes
+	changed   chan struct{} // closed, and replaced, when the breaker closes or a probe ends
 	probing   bool          // a probe is in flight
-	probeDone chan struct{} // closed when the probe in flight ends
-	probes    int           // probes that failed since the breaker opened
+	probes    int           // failed attempts since the breaker opened
 	prevProbe time.Duration
 	nextProbe time.Time
+	held      []*holder // retries held, oldest first (some may have left)
+	nHeld     int       // retries held now
+	closedAt  time.Time
+	oldest    time.Time // when the oldest retry still held at closedAt was held
 }
 
-// holdMode says how a retry that passed the breaker is to be sent.
+// freeProbeHeld is how many held retries make a probe free of the budget:
+// it answers for all of them, so it saves more than it costs. A probe for
+// fewer (an instance of a large fleet, with little traffic of its own) is
+// charged like any retry, so that probes cannot add up across a fleet.
+const freeProbeHeld = 4
+
+// holder is one held retry.
+type holder struct {
+	since time.Time
+	gone  bool
+}
+
+// holdMode says how an attempt passed the breaker.
 type holdMode uint8
 
 const (
-	sendNow      holdMode = iota // the breaker is closed: an ordinary retry
-	sendProbe                    // the breaker is open: this retry is its probe
-	sendReleased                 // held, then released by a success: send after a jittered spread
+	sendNow      holdMode = iota // the breaker is closed: an ordinary attempt
+	sendProbe                    // the breaker is open: this attempt is its probe
+	sendReleased                 // held, then released by a success
+	refused                      // FailFast: the breaker is open and no probe is due
 )
 
-// record takes an attempt's outcome. failed is true for an outcome worth
-// retrying; first is true for a first attempt, the only kind whose
-// failures count towards tripping.
-func (b *breaker) record(host string, first, failed bool, now time.Time) {
-	h := b.hosts.get(host)
-	if !failed {
-		// The common case, a healthy host, only reads.
-		if h.open.Load() {
-			h.close()
-		}
-		for {
-			s := h.score.Load()
-			if s == 0 || h.score.CompareAndSwap(s, max(s-2, 0)) {
-				return
-			}
-		}
-	}
-	if !first {
-		return
+// succeeded records an attempt that the host answered. The common case, a
+// healthy host, only reads.
+func (h *breakerHost) succeeded(cl clock) {
+	if h.open.Load() {
+		h.close(cl.Now())
 	}
 	for {
 		s := h.score.Load()
-		if s >= int32(b.cfg.Threshold) {
-			break
+		if s == 0 || h.score.CompareAndSwap(s, max(s-2, 0)) {
+			return
 		}
-		if h.score.CompareAndSwap(s, s+1) {
-			if s+1 < int32(b.cfg.Threshold) {
-				return
-			}
+	}
+}
+
+// failed records an attempt that failed in a way worth retrying; probe
+// says whether it was the probe.
+func (h *breakerHost) failed(now time.Time, probe bool) {
+	threshold := int32(h.b.cfg.Threshold)
+	for {
+		s := h.score.Load()
+		if s >= threshold || h.score.CompareAndSwap(s, s+1) {
 			break
 		}
 	}
-	b.trip(h, now)
+	if !h.open.Load() {
+		if h.score.Load() >= threshold {
+			h.trip(now)
+		}
+		return
+	}
+	// Open: any failure is as good as a probe; the next one waits.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if probe && h.probing {
+		h.probing = false
+		h.signal()
+	}
+	h.probes++
+	h.scheduleProbe(now)
 }
 
-func (b *breaker) trip(h *breakerHost, now time.Time) {
+// probeEnded ends a probe that told nothing (the caller gave up, or the
+// base panicked): another may go at once.
+func (h *breakerHost) probeEnded(time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probing {
+		h.probing = false
+		h.signal()
+	}
+}
+
+func (h *breakerHost) trip(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.open.Load() {
 		return
 	}
-	h.released = make(chan struct{})
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
 	h.probes, h.prevProbe = 0, 0
-	h.scheduleProbe(b.cfg.ProbeBackoff, now)
+	h.scheduleProbe(now)
 	h.open.Store(true)
 }
 
 // scheduleProbe sets when the next probe may go; h.mu is held.
-func (h *breakerHost) scheduleProbe(bo Backoff, now time.Time) {
-	d := max(bo.Delay(h.probes+1, h.prevProbe), 0)
+func (h *breakerHost) scheduleProbe(now time.Time) {
+	d := max(h.b.cfg.ProbeBackoff.Delay(h.probes+1, h.prevProbe), 0)
 	h.prevProbe = d
 	h.nextProbe = now.Add(d)
 }
 
-func (h *breakerHost) close() {
+// signal wakes every held retry to look again; h.mu is held.
+func (h *breakerHost) signal() {
+	if h.changed != nil {
+		close(h.changed)
+	}
+	h.changed = make(chan struct{})
+}
+
+func (h *breakerHost) close(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.open.Load() {
@@ -175,91 +230,217 @@ func (h *breakerHost) close() {
 	}
 	h.open.Store(false)
 	h.score.Store(0)
-	close(h.released)
-	if h.probing {
-		h.probing = false
-		close(h.probeDone)
-	}
-}
-
-// probeFailed ends a probe that failed: the next one is scheduled.
-func (b *breaker) probeFailed(host string, now time.Time) {
-	h := b.hosts.get(host)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.open.Load() || !h.probing {
-		return
-	}
 	h.probing = false
-	close(h.probeDone)
-	h.probes++
-	h.scheduleProbe(b.cfg.ProbeBackoff, now)
+	h.closedAt, h.oldest = now, now
+	h.prune()
+	if len(h.held) > 0 {
+		h.oldest = h.held[0].since
+	}
+	h.signal()
 }
 
-// isOpen reports whether host's breaker is open.
-func (b *breaker) isOpen(host string) bool { return b.hosts.get(host).open.Load() }
+// prune drops the retries that left from the front of the queue; h.mu is
+// held.
+func (h *breakerHost) prune() {
+	i := 0
+	for i < len(h.held) && h.held[i].gone {
+		h.held[i] = nil
+		i++
+	}
+	h.held = h.held[i:]
+	if len(h.held) == 0 {
+		h.held = nil
+	}
+}
 
-// hold is called before a retry is sent. It returns at once while the
-// breaker is closed; while it is open, it waits until the retry may go as
-// the probe or is released, or until limit (the request's MaxHold and
-// deadline) passes, which it reports as ErrBreakerHold, or ctx ends.
+// tryProbe claims the probe if one is due and the budget, if any, has room
+// for it; h.mu is held.
 //
 // A probe is a real attempt of the request that sends it, and a failed one
 // uses that attempt up. So that no request runs out of attempts by probing
-// while others have more to spare, a retry that would be its request's
-// last volunteers as the probe only one probe interval later than others.
-func (b *breaker) hold(ctx context.Context, host string, cl clock, limit time.Time, last bool) (holdMode, error) {
-	h := b.hosts.get(host)
-	held := false
-	for range 10000 { // each turn waits for an event or a timer, so this bounds nothing real
-		if !h.open.Load() {
-			break
+// while others have more to spare, a retry that is its request's last
+// attempt volunteers only one probe interval later than others.
+func (h *breakerHost) tryProbe(now time.Time, pb probeBudget, last bool) bool {
+	due := h.nextProbe
+	if last {
+		due = due.Add(h.prevProbe)
+	}
+	if h.probing || now.Before(due) {
+		return false
+	}
+	if pb.b != nil && h.nHeld < freeProbeHeld && !pb.b.allow(pb.h, pb.sec) {
+		// The budget says no: look again at the next probe time.
+		h.scheduleProbe(now)
+		return false
+	}
+	h.probing = true
+	return true
+}
+
+// admit lets a first attempt through. Only FailFast refuses one: while the
+// host's breaker is open, it goes only as the probe.
+func (k *call) admit() bool {
+	h := k.breaker
+	if !h.open.Load() || !h.b.cfg.FailFast {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.open.Load() {
+		return true
+	}
+	if h.tryProbe(k.c.clock.Now(), probeBudget{}, false) {
+		k.pass = sendProbe
+		return true
+	}
+	return false
+}
+
+// passBreaker is called when a retry's wait has ended. While the host's
+// breaker is open, it holds the retry until it may go as the probe or a
+// success releases it, or until its schedule ends (GiveUpBreaker); with
+// FailFast it goes only as the probe (else GiveUpCircuitOpen).
+func (k *call) passBreaker(attempt int, delay time.Duration, r *result) (GiveUpReason, error) {
+	h, c := k.breaker, k.c
+	k.pass = sendNow
+	if !h.open.Load() {
+		return k.chargeLate(r)
+	}
+	if h.b.cfg.FailFast {
+		if !k.admit() {
+			r.err = noResponse(r, ErrCircuitOpen)
+			return GiveUpCircuitOpen, nil
 		}
-		h.mu.Lock()
-		if !h.open.Load() {
+		return "", nil
+	}
+	now := c.clock.Now()
+	limit := now.Add(c.holdFor(attempt, delay))
+	if h.b.cfg.MaxHold > 0 {
+		limit = now.Add(h.b.cfg.MaxHold)
+	}
+	if dl, ok := k.ctx.Deadline(); ok && dl.Before(limit) {
+		limit = dl
+	}
+	mode, err := k.hold(limit, attempt+1 == c.maxAttempts)
+	switch {
+	case err == ErrBreakerHold:
+		r.err = noResponse(r, ErrBreakerHold)
+		return GiveUpBreaker, nil
+	case err != nil:
+		return "", err
+	case mode == sendNow:
+		return k.chargeLate(r)
+	}
+	k.pass = mode
+	return "", nil
+}
+
+// noResponse is the error a request that gives up without a response ends
+// with: err, and the last attempt's error if it had one.
+func noResponse(r *result, err error) error {
+	if r.resp != nil {
+		return r.err
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
+	}
+	return err
+}
+
+// chargeLate charges a retry that was decided while the breaker was open
+// (and so not charged) but goes out as an ordinary retry.
+func (k *call) chargeLate(r *result) (GiveUpReason, error) {
+	if k.charged || k.budget == nil || r.notSent {
+		return "", nil
+	}
+	k.charged = true
+	if !k.c.budget.allow(k.budget, k.c.clock.Second()) {
+		return GiveUpBudget, nil
+	}
+	return "", nil
+}
+
+// hold waits while the host's breaker is open, until this retry may go as
+// the probe (charged to the budget) or a success releases it, or until
+// limit, which it reports as ErrBreakerHold, or until ctx ends. A released
+// retry then waits for its turn: as long after the breaker closed as it
+// was held after the oldest retry still held, so that the held retries
+// come back at the pace at which they arrived, and never later than limit.
+func (k *call) hold(limit time.Time, last bool) (holdMode, error) {
+	h, cl := k.breaker, k.c.clock
+	var pb probeBudget
+	if k.budget != nil {
+		pb = probeBudget{k.c.budget, k.budget, cl.Second()}
+	}
+	var me *holder
+	defer func() {
+		if me != nil {
+			h.mu.Lock()
+			me.gone = true
+			h.nHeld--
+			h.prune()
 			h.mu.Unlock()
-			break
 		}
+	}()
+	for range 1000 { // each turn waits for an event or a timer
+		h.mu.Lock()
 		now := cl.Now()
+		if !h.open.Load() {
+			if me == nil {
+				h.mu.Unlock()
+				return sendNow, nil
+			}
+			turn := h.closedAt.Add(min(me.since.Sub(h.oldest), limit.Sub(me.since)))
+			h.mu.Unlock()
+			if err := cl.Sleep(k.ctx, turn.Sub(now)); err != nil {
+				return sendNow, err
+			}
+			if h.open.Load() {
+				continue // open again: hold again
+			}
+			return sendReleased, nil
+		}
 		if !now.Before(limit) {
 			h.mu.Unlock()
 			return sendNow, ErrBreakerHold
 		}
-		probeAt := h.nextProbe
-		if last {
-			probeAt = probeAt.Add(h.prevProbe)
-		}
-		if !h.probing && !now.Before(probeAt) {
-			h.probing = true
-			h.probeDone = make(chan struct{})
+		if h.tryProbe(now, pb, last) {
 			h.mu.Unlock()
+			k.charged = true
 			return sendProbe, nil
 		}
-		held = true
-		released, probeDone := h.released, h.probeDone
+		if me == nil {
+			me = &holder{since: now}
+			h.held = append(h.held, me)
+			h.nHeld++
+		}
+		changed := h.changed
 		wait := limit.Sub(now)
 		if !h.probing {
-			wait = min(wait, probeAt.Sub(now))
-			probeDone = nil
+			due := h.nextProbe
+			if last {
+				due = due.Add(h.prevProbe)
+			}
+			wait = min(wait, due.Sub(now))
 		}
 		h.mu.Unlock()
 
-		t := time.NewTimer(wait)
+		t := time.NewTimer(max(wait, time.Millisecond))
 		select {
-		case <-released:
-		case <-probeDone:
+		case <-changed:
 		case <-t.C:
-		case <-ctx.Done():
+		case <-k.ctx.Done():
 			t.Stop()
-			return sendNow, ctx.Err()
+			return sendNow, k.ctx.Err()
 		}
 		t.Stop()
 	}
-	switch {
-	case h.open.Load():
-		return sendNow, ErrBreakerHold
-	case held:
-		return sendReleased, nil
-	}
-	return sendNow, nil
+	return sendNow, ErrBreakerHold
+}
+
+// probeBudget is the budget a probe is charged to.
+type probeBudget struct {
+	b   *Budget
+	h   *hostBudget
+	sec int64
 }

@@ -7,152 +7,284 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
-func newTestBreaker(cfg BreakerConfig) *breaker {
-	c := &config{}
-	if err := WithRetryBreaker(cfg).apply(c); err != nil {
-		panic(err)
+func newTestConfig(t *testing.T, opts ...Option) *config {
+	t.Helper()
+	c, err := newConfig(retrytest.NewScriptTransport(), opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c.breaker
+	return c
 }
 
-func TestBreakerTripsOnFirstAttemptsOnly(t *testing.T) {
-	now := time.Now()
-	b := newTestBreaker(BreakerConfig{Threshold: 10})
-	for range 100 {
-		b.record("h", false, true, now) // retries failing: one request alone
+// heldCall is a request to host "h" whose retry is about to pass the breaker.
+func heldCall(c *config, ctx context.Context) *call {
+	k := &call{c: c, ctx: ctx, host: "h", breaker: c.breaker.host("h")}
+	if c.budget != nil {
+		k.budget = c.budget.hosts.get("h")
 	}
-	if b.isOpen("h") {
-		t.Fatal("retries' failures tripped the breaker")
-	}
-	for i := range 10 {
-		if b.isOpen("h") {
-			t.Fatalf("open after %d failed first attempts, want 10", i)
-		}
-		b.record("h", true, true, now)
-	}
-	if !b.isOpen("h") {
-		t.Fatal("closed after 10 failed first attempts")
-	}
-	if b.isOpen("other") {
-		t.Error("another host's breaker opened too")
-	}
+	return k
 }
 
 func TestBreakerScore(t *testing.T) {
 	tests := []struct {
 		name     string
-		pattern  string // F: failed first attempt, S: success
+		pattern  string // F: an attempt failed, S: the host answered
 		repeat   int
 		wantOpen bool
 	}{
-		{"all fail", "F", 10, true},
+		{"ten fail in a row", "F", 10, true},
+		{"nine fail in a row", "F", 9, false},
 		{"two in three fail: never", "FFS", 100, false},
 		{"three in four fail", "FFFS", 10, true},
 		{"half fail", "FS", 100, false},
-		{"successes drain the score", "FFFFFFFFFSSSSS", 1, false},
+		{"successes drain the score", "FFFFFFFFFSSSSSF", 1, false},
 	}
 	for _, tt := range tests {
-		b := newTestBreaker(BreakerConfig{Threshold: 10})
+		c := newTestConfig(t)
+		h := c.breaker.host("h")
 		for range tt.repeat {
-			for _, c := range tt.pattern {
-				if !b.isOpen("h") {
-					b.record("h", true, c == 'F', time.Now())
+			for _, ch := range tt.pattern {
+				if !h.open.Load() {
+					if ch == 'F' {
+						h.failed(time.Now(), false)
+					} else {
+						h.succeeded(c.clock)
+					}
 				}
 			}
 		}
-		if b.isOpen("h") != tt.wantOpen {
-			t.Errorf("%s: open = %v, want %v", tt.name, b.isOpen("h"), tt.wantOpen)
+		if h.open.Load() != tt.wantOpen {
+			t.Errorf("%s: open = %v, want %v", tt.name, h.open.Load(), tt.wantOpen)
+		}
+		if c.breaker.host("other").open.Load() {
+			t.Errorf("%s: another host's breaker opened too", tt.name)
 		}
 	}
 }
 
-func TestBreakerProbeThenRelease(t *testing.T) {
-	b := newTestBreaker(BreakerConfig{Threshold: 1, ProbeBackoff: Constant(10 * time.Millisecond)})
-	b.record("h", true, true, time.Now())
-	if !b.isOpen("h") {
-		t.Fatal("not open")
+func trip(h *breakerHost) {
+	for range h.b.cfg.Threshold {
+		h.failed(time.Now(), false)
 	}
-	cl := realClock{}
-	limit := time.Now().Add(5 * time.Second)
-	ctx := context.Background()
+}
 
-	// The first retry to come after the probe delay is the probe.
-	mode, err := b.hold(ctx, "h", cl, limit, false)
-	if mode != sendProbe || err != nil {
-		t.Fatalf("first hold = %v, %v; want the probe", mode, err)
-	}
-	// While it is in flight, the others wait.
-	const waiters = 20
-	modes := make(chan holdMode, waiters)
-	var wg sync.WaitGroup
-	for range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m, err := b.hold(ctx, "h", cl, limit, false)
-			if err != nil {
-				t.Error(err)
+// While the breaker is open, one held retry at a time goes as the probe;
+// when an attempt succeeds, the others are released in the order they
+// were held, spaced as they arrived.
+func TestBreakerProbeThenPacedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t, WithBudget(nil),
+			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute}))
+		h := c.breaker.host("h")
+		trip(h)
+		ctx := context.Background()
+		limit := time.Now().Add(time.Minute)
+
+		// The first retry to come after the probe delay is the probe.
+		if mode, err := heldCall(c, ctx).hold(limit, false); mode != sendProbe || err != nil {
+			t.Fatalf("first hold = %v, %v; want the probe", mode, err)
+		}
+		// While it is in flight, the others wait, arriving 100ms apart.
+		const waiters = 5
+		type release struct {
+			i    int
+			mode holdMode
+			at   time.Duration
+		}
+		start := time.Now()
+		got := make(chan release, waiters)
+		var wg sync.WaitGroup
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+				m, err := heldCall(c, ctx).hold(limit, false)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- release{i, m, time.Since(start)}
+			}()
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(got) != 0 {
+			t.Fatalf("%d retries passed while the probe was in flight", len(got))
+		}
+		// The probe succeeds at t=1s: the held retries go at 1s + 0, 100ms, ...
+		h.succeeded(c.clock)
+		wg.Wait()
+		close(got)
+		for r := range got {
+			want := time.Second + time.Duration(r.i)*100*time.Millisecond
+			if r.mode != sendReleased || r.at != want {
+				t.Errorf("held retry %d: %v at %v, want released at %v", r.i, r.mode, r.at, want)
 			}
-			modes <- m
-		}()
-	}
-	time.Sleep(30 * time.Millisecond)
-	if len(modes) != 0 {
-		t.Fatalf("%d retries passed while the probe was in flight", len(modes))
-	}
-	// The probe fails: one waiter becomes the next probe, 10ms later.
-	b.probeFailed("h", time.Now())
-	select {
-	case m := <-modes:
-		if m != sendProbe {
-			t.Fatalf("after a failed probe a waiter got %v, want the next probe", m)
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no next probe after a failed one")
-	}
-	// It succeeds: the breaker closes and every other waiter is released.
-	b.record("h", false, false, time.Now())
-	wg.Wait()
-	close(modes)
-	n := 0
-	for m := range modes {
-		if m != sendReleased {
-			t.Errorf("waiter got %v, want released", m)
+		if h.open.Load() {
+			t.Error("breaker still open after a success")
 		}
-		n++
-	}
-	if n != waiters-1 || b.isOpen("h") {
-		t.Errorf("%d released, open %v; want %d, closed", n, b.isOpen("h"), waiters-1)
-	}
-	if m, err := b.hold(ctx, "h", cl, limit, false); m != sendNow || err != nil {
-		t.Errorf("closed breaker: hold = %v, %v; want sendNow", m, err)
-	}
+		if m, err := heldCall(c, ctx).hold(limit, false); m != sendNow || err != nil {
+			t.Errorf("closed breaker: hold = %v, %v; want sendNow", m, err)
+		}
+	})
+}
+
+// A failed probe schedules the next one; any failed attempt while open
+// pushes it back too, so that traffic that keeps flowing needs no probes.
+func TestBreakerFailedProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t, WithBudget(nil),
+			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(50 * time.Millisecond), MaxHold: time.Minute}))
+		h := c.breaker.host("h")
+		trip(h)
+		ctx := context.Background()
+		limit := time.Now().Add(time.Minute)
+		start := time.Now()
+		if m, _ := heldCall(c, ctx).hold(limit, false); m != sendProbe || time.Since(start) != 50*time.Millisecond {
+			t.Fatalf("probe %v after %v, want sendProbe after 50ms", m, time.Since(start))
+		}
+		h.failed(time.Now(), true)
+		time.Sleep(30 * time.Millisecond)
+		h.failed(time.Now(), false) // a first attempt failed: the next probe waits 50ms from here
+		start = time.Now()
+		if m, _ := heldCall(c, ctx).hold(limit, false); m != sendProbe || time.Since(start) != 50*time.Millisecond {
+			t.Errorf("next probe %v after %v, want sendProbe 50ms after the last failure", m, time.Since(start))
+		}
+	})
+}
+
+// A probe is charged to the budget: with none left, no probe goes and the
+// retry gives up when its hold ends.
+func TestBreakerProbeChargedToBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t, WithBudget(NewBudget(0, 0)),
+			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond)}))
+		trip(c.breaker.host("h"))
+		start := time.Now()
+		_, err := heldCall(c, context.Background()).hold(time.Now().Add(time.Second), false)
+		if !errors.Is(err, ErrBreakerHold) || time.Since(start) != time.Second {
+			t.Errorf("hold with no budget = %v after %v, want ErrBreakerHold after 1s", err, time.Since(start))
+		}
+	})
 }
 
 func TestBreakerHoldBounded(t *testing.T) {
-	b := newTestBreaker(BreakerConfig{Threshold: 1, ProbeBackoff: Constant(time.Hour)})
-	b.record("h", true, true, time.Now())
-	start := time.Now()
-	if _, err := b.hold(context.Background(), "h", realClock{}, time.Now().Add(30*time.Millisecond), false); !errors.Is(err, ErrBreakerHold) {
-		t.Errorf("hold past its limit = %v, want ErrBreakerHold", err)
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
+		trip(c.breaker.host("h"))
+		start := time.Now()
+		if _, err := heldCall(c, context.Background()).hold(time.Now().Add(30*time.Millisecond), false); !errors.Is(err, ErrBreakerHold) || time.Since(start) != 30*time.Millisecond {
+			t.Errorf("hold past its limit = %v after %v, want ErrBreakerHold after 30ms", err, time.Since(start))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := heldCall(c, ctx).hold(time.Now().Add(time.Hour), false); !errors.Is(err, context.Canceled) {
+			t.Errorf("hold with its context cancelled = %v, want context.Canceled", err)
+		}
+	})
+}
+
+// The default hold is the rest of the request's backoff schedule, at the
+// backoff's upper bounds: 200+400+800ms after a first attempt fails with
+// the defaults, less the wait already made.
+func TestHoldForSchedule(t *testing.T) {
+	c := newTestConfig(t)
+	tests := []struct {
+		n     int
+		delay time.Duration
+		want  time.Duration
+	}{
+		{1, 0, 1400 * time.Millisecond},
+		{1, 150 * time.Millisecond, 1250 * time.Millisecond},
+		{2, 0, 1200 * time.Millisecond},
+		{3, 0, 800 * time.Millisecond},
+		{3, time.Second, 0},
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	if _, err := b.hold(ctx, "h", realClock{}, time.Now().Add(time.Hour), false); !errors.Is(err, context.Canceled) {
-		t.Errorf("hold with its context cancelled = %v, want context.Canceled", err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Errorf("holds took %v", time.Since(start))
+	for _, tt := range tests {
+		if got := c.holdFor(tt.n, tt.delay); got != tt.want {
+			t.Errorf("holdFor(%d, %v) = %v, want %v", tt.n, tt.delay, got, tt.want)
+		}
 	}
 }
 
+// With FailFast, first attempts are refused at once while the breaker is
+// open, except the probe, and the error says so.
+func TestBreakerFailFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := make([]retrytest.Step, 10)
+		for i := range steps {
+			steps[i].Reply = retrytest.Status(503)
+		}
+		st := retrytest.NewScriptTransport(steps...)
+		tr := New(st, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Second)}))
+		for range 10 {
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		_, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		var re *Error
+		if !errors.Is(err, ErrCircuitOpen) || !errors.As(err, &re) || re.Reason != GiveUpCircuitOpen || re.Attempts != 0 {
+			t.Fatalf("while open: %v, want an *Error with ErrCircuitOpen, reason circuit_open, 0 attempts", err)
+		}
+		if st.Count() != 10 {
+			t.Fatalf("%d attempts sent, want 10: the refused request must send nothing", st.Count())
+		}
+		time.Sleep(time.Second) // the probe is due: the next request goes, succeeds, closes
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("probe: %v, %v; want 200", resp, err)
+		}
+		resp.Body.Close()
+		if c := tr.c.breaker.host("h"); c.open.Load() {
+			t.Error("still open after the probe succeeded")
+		}
+	})
+}
+
+// A base that panics while sending the probe leaves the breaker ready for
+// another probe, and the panic reaches the caller.
+func TestBreakerProbePanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var panicking atomic.Bool
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if panicking.Load() {
+				panic("base")
+			}
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Second)}))
+		for range 10 {
+			resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			resp.Body.Close()
+		}
+		time.Sleep(time.Second)
+		panicking.Store(true)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("the base's panic did not reach the caller")
+				}
+			}()
+			tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		}()
+		if h := tr.c.breaker.host("h"); h.probing {
+			t.Error("the breaker still waits for the probe that panicked")
+		}
+	})
+}
+
 func TestBreakerInvalidConfig(t *testing.T) {
-	for _, cfg := range []BreakerConfig{{Threshold: -1}, {ReleaseSpread: -1}, {MaxHold: -1}} {
+	for _, cfg := range []BreakerConfig{{Threshold: -1}, {MaxHold: -1}} {
 		if err := WithRetryBreaker(cfg).apply(&config{}); err == nil {
 			t.Errorf("WithRetryBreaker(%+v) accepted", cfg)
 		}
@@ -176,8 +308,8 @@ func TestTransportBreakerBurst(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	defer srv.Close()
-	tr := New(nil, WithBackoff(Constant(5*time.Millisecond)), WithMaxAttempts(3),
-		WithRetryBreaker(BreakerConfig{Threshold: 5, ProbeBackoff: Constant(20 * time.Millisecond), ReleaseSpread: 20 * time.Millisecond}))
+	tr := New(nil, WithBackoff(Constant(5*time.Millisecond)), WithMaxAttempts(3), WithBudget(nil),
+		WithRetryBreaker(BreakerConfig{Threshold: 5, ProbeBackoff: Constant(20 * time.Millisecond), MaxHold: 10 * time.Second}))
 	defer tr.CloseIdleConnections()
 	const n = 50
 	var wg sync.WaitGroup

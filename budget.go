@@ -23,6 +23,13 @@ const (
 // host's budget is spent, requests to it give up at once and return their
 // last response.
 //
+// The floor is lent only to a host that is not failing: after 4 attempts
+// to it in a row have failed (each answer takes two off that count), only
+// the ratio is left until the host answers again. So in a long outage
+// a fleet of clients adds at most ratio × its traffic in retries, however
+// many instances it has: the floors, which would add up across instances
+// to more than the traffic itself, are learnt back from successes.
+//
 // A Budget is safe for concurrent use, and one Budget may be shared by
 // several Transports so that they spend one allowance. Recording a first
 // attempt costs one atomic operation and no lock. The zero Budget allows no
@@ -55,6 +62,7 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 type hostBudget struct {
 	firsts  [budgetBuckets]atomic.Uint64
 	retries [budgetBuckets]atomic.Uint64
+	streak  atomic.Int32 // failures in a row, each answer taking two off
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -86,19 +94,50 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
 	return float64(n)
 }
 
-// recordFirst counts a first attempt to host in second sec.
-func (b *Budget) recordFirst(host string, sec int64) {
-	bucketAdd(&b.hosts.get(host).firsts[uint64(sec)%budgetBuckets], sec)
+// recordFirst counts a first attempt to host in second sec, and returns
+// the host's budget.
+func (b *Budget) recordFirst(host string, sec int64) *hostBudget {
+	h := b.hosts.get(host)
+	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
+	return h
 }
 
-// allowRetry reports whether host's budget has room for one more retry and,
+// failingAfter is the failed attempts in a row (each answer takes two off)
+// after which a host is failing and its floor is withdrawn: the default
+// attempts, so that one request's own retries keep the floor.
+const failingAfter = DefaultMaxAttempts
+
+// succeeded records an attempt that the host answered. On a healthy host
+// it only reads.
+func (h *hostBudget) succeeded() {
+	for {
+		s := h.streak.Load()
+		if s == 0 || h.streak.CompareAndSwap(s, max(s-2, 0)) {
+			return
+		}
+	}
+}
+
+// failed records an attempt that failed in a way worth retrying.
+func (h *hostBudget) failed() {
+	for {
+		s := h.streak.Load()
+		if s >= failingAfter || h.streak.CompareAndSwap(s, s+1) {
+			return
+		}
+	}
+}
+
+// allow reports whether host's budget has room for one more retry and,
 // if it has, spends it. The admission is one compare-and-swap on the
 // current second's bucket, made only if the count it saw still leaves room,
 // so that goroutines deciding at the same instant cannot overshoot the
 // limit together.
-func (b *Budget) allowRetry(host string, sec int64) bool {
-	h := b.hosts.get(host)
-	limit := b.ratio*sum(&h.firsts, sec) + b.floor
+func (b *Budget) allow(h *hostBudget, sec int64) bool {
+	limit := b.ratio * sum(&h.firsts, sec)
+	if h.streak.Load() < failingAfter {
+		limit += b.floor
+	}
 	cur := &h.retries[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {

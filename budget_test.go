@@ -134,3 +134,6 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 		t.Errorf("50 goroutines were allowed %d retries, want exactly 100 (10%% of 1000)", allowed.Load())
 	}
 }
+
+// allowRetry asks host's budget for a retry, as the loop does.
+func (b *Budget) allowRetry(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec) }

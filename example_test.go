@@ -109,7 +109,7 @@ func ExampleWithOnRetry() {
 		retryhttp.WithBackoff(retryhttp.Constant(5*time.Millisecond)),
 		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
 			fmt.Printf("retry after attempt %d of %d: status %d, reason %s, wait %v\n",
-				ev.Attempt, ev.MaxAttempts, ev.StatusCode, ev.Reason, ev.Delay)
+				ev.Attempt, ev.MaxAttempts, ev.StatusCode, ev.Outcome, ev.Delay)
 		}))
 	resp, err := client.Get(srv.URL)
 	if err != nil {

@@ -20,8 +20,9 @@ const overflowHost = ""
 // one atomic load and a map read, with no lock; adding a host copies the
 // map under a mutex, which happens once per host.
 type hostMap[T any] struct {
-	mu sync.Mutex // serialises adding a host; readers never take it
-	m  atomic.Pointer[map[string]*T]
+	mu   sync.Mutex // serialises adding a host; readers never take it
+	m    atomic.Pointer[map[string]*T]
+	init func(*T) // if set, prepares a new entry before it is shared
 }
 
 func (hm *hostMap[T]) get(host string) *T {
@@ -50,6 +51,9 @@ func (hm *hostMap[T]) get(host string) *T {
 		m[k] = v
 	}
 	v := new(T)
+	if hm.init != nil {
+		hm.init(v)
+	}
 	m[host] = v
 	hm.m.Store(&m)
 	return v

@@ -19,8 +19,8 @@ import (
 // series apart. The families are:
 //
 //	retryhttp_requests_total{name,method}     logical requests (RoundTrip calls)
-//	retryhttp_attempts_total{name,code}       attempts sent, by status code or error class
-//	retryhttp_retries_total{name,reason}      retries made, by the status code or error class that caused them
+//	retryhttp_attempts_total{name,outcome}    attempts sent, by outcome: status code or error class
+//	retryhttp_retries_total{name,outcome}     retries made, by the outcome of the attempt that failed
 //	retryhttp_giveups_total{name,reason}      retryable failures not retried, by why
 //	retryhttp_backoff_seconds{name}           waits before retries
 //
@@ -49,11 +49,11 @@ func NewMetrics() *Metrics {
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_attempts_total",
 			Help: "Attempts sent, first attempts and retries, by status code or error class.",
-		}, []string{"name", "code"}),
+		}, []string{"name", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_retries_total",
-			Help: "Retries scheduled, by the status code or error class of the attempt that failed.",
-		}, []string{"name", "reason"}),
+			Help: "Retries scheduled, by the outcome (status code or error class) of the attempt that failed.",
+		}, []string{"name", "outcome"}),
 		giveups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_giveups_total",
 			Help: "Retryable failures that were not retried, by why.",
@@ -117,7 +117,7 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 		tm.requests[i] = m.requests.WithLabelValues(name, method)
 	}
 	for i, reason := range giveUpReasons {
-		tm.giveups[i] = m.giveups.WithLabelValues(name, reason)
+		tm.giveups[i] = m.giveups.WithLabelValues(name, string(reason))
 	}
 	m.byName[name] = tm
 	return tm
@@ -133,8 +133,6 @@ func methodIndex(method string) int {
 	}
 	return len(methodLabels) - 1
 }
-
-var giveUpReasons = [...]string{GiveUpAttempts, GiveUpDeadline, GiveUpBudget, GiveUpRetryAfter, GiveUpBody, GiveUpUnsafeMethod, GiveUpBreaker}
 
 // transportMetrics is one name's series, resolved ahead so that recording
 // is an atomic add: no label hashing, no allocation once a series exists.
@@ -167,7 +165,7 @@ func (tm *transportMetrics) retry(o outcomeID, delay time.Duration) {
 	}
 }
 
-func (tm *transportMetrics) giveUp(reason string) {
+func (tm *transportMetrics) giveUp(reason GiveUpReason) {
 	if tm == nil {
 		return
 	}

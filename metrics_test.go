@@ -80,22 +80,23 @@ retryhttp_requests_total{method="PATCH",name="api"} 0
 retryhttp_requests_total{method="TRACE",name="api"} 0
 # HELP retryhttp_attempts_total Attempts sent, first attempts and retries, by status code or error class.
 # TYPE retryhttp_attempts_total counter
-retryhttp_attempts_total{code="200",name="api"} 2
-retryhttp_attempts_total{code="404",name="api"} 1
-retryhttp_attempts_total{code="429",name="api"} 1
-retryhttp_attempts_total{code="502",name="api"} 1
-retryhttp_attempts_total{code="503",name="api"} 9
-retryhttp_attempts_total{code="reset",name="api"} 1
-# HELP retryhttp_retries_total Retries scheduled, by the status code or error class of the attempt that failed.
+retryhttp_attempts_total{name="api",outcome="200"} 2
+retryhttp_attempts_total{name="api",outcome="404"} 1
+retryhttp_attempts_total{name="api",outcome="429"} 1
+retryhttp_attempts_total{name="api",outcome="502"} 1
+retryhttp_attempts_total{name="api",outcome="503"} 9
+retryhttp_attempts_total{name="api",outcome="reset"} 1
+# HELP retryhttp_retries_total Retries scheduled, by the outcome (status code or error class) of the attempt that failed.
 # TYPE retryhttp_retries_total counter
-retryhttp_retries_total{name="api",reason="503"} 5
-retryhttp_retries_total{name="api",reason="reset"} 1
+retryhttp_retries_total{name="api",outcome="503"} 5
+retryhttp_retries_total{name="api",outcome="reset"} 1
 # HELP retryhttp_giveups_total Retryable failures that were not retried, by why.
 # TYPE retryhttp_giveups_total counter
 retryhttp_giveups_total{name="api",reason="attempts"} 1
 retryhttp_giveups_total{name="api",reason="body"} 1
 retryhttp_giveups_total{name="api",reason="breaker"} 0
 retryhttp_giveups_total{name="api",reason="budget"} 1
+retryhttp_giveups_total{name="api",reason="circuit_open"} 0
 retryhttp_giveups_total{name="api",reason="deadline"} 1
 retryhttp_giveups_total{name="api",reason="retry_after"} 1
 retryhttp_giveups_total{name="api",reason="unsafe_method"} 1
@@ -185,15 +186,15 @@ func TestLogRecordsNeverCarrySecrets(t *testing.T) {
 		}
 		if rec["level"] != level || rec["method"] != "GET" || rec["host"] != "api.example.test" ||
 			rec["path"] != "/v1/orders" || rec["attempt"] != float64(i+1) || rec["max_attempts"] != float64(4) ||
-			rec["reason"] != reason {
+			rec["outcome"] != reason {
 			t.Errorf("record %d = %v", i+1, rec)
 		}
 		if i < 3 && rec["delay"] != float64(time.Second) {
 			t.Errorf("record %d delay = %v, want 1s", i+1, rec["delay"])
 		}
 	}
-	if recs[3]["give_up"] != GiveUpAttempts {
-		t.Errorf("give-up record = %v, want give_up=attempts", recs[3])
+	if recs[3]["reason"] != string(GiveUpAttempts) || recs[3]["outcome"] != "503" {
+		t.Errorf("give-up record = %v, want reason=attempts, outcome=503", recs[3])
 	}
 }
 

@@ -26,6 +26,13 @@ const (
 	DefaultBodyBufferLimit = 1 << 20
 	DefaultBudgetRatio     = 0.1
 	DefaultBudgetPerSecond = 10
+
+	// The retry breaker's, on by default (BreakerConfig).
+	DefaultBreakerThreshold  = 10
+	DefaultProbeBase         = 100 * time.Millisecond
+	DefaultProbeMax          = 500 * time.Millisecond
+	DefaultFailFastProbeBase = 200 * time.Millisecond
+	DefaultFailFastProbeMax  = 5 * time.Second
 )
 
 // An Option configures a Transport. Options are applied in order by New,
@@ -69,6 +76,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		bodyLimit:     DefaultBodyBufferLimit,
 		keyGen:        NewUUIDKey,
 		budget:        NewBudget(DefaultBudgetRatio, DefaultBudgetPerSecond),
+		breaker:       newBreaker(BreakerConfig{}),
 		clock:         realClock{},
 	}
 	var errs []error
@@ -102,6 +110,19 @@ var defaultConfig = sync.OnceValue(func() *config {
 	}
 	return c
 })
+
+// holdFor is how long a retry whose wait of delay after attempt n's
+// failure has just ended may be held: the rest of the request's backoff
+// schedule, counted from the failure, at the backoff's upper bounds
+// (for a Backoff of the user's, one draw of its delays).
+func (c *config) holdFor(n int, delay time.Duration) time.Duration {
+	var sum, prev time.Duration
+	for m := n; m < c.maxAttempts && m < n+64; m++ {
+		d := upperDelay(c.backoff, m, prev)
+		sum, prev = sum+d, d
+	}
+	return max(sum-delay, 0)
+}
 
 func optErr(option string, format string, args ...any) error {
 	return fmt.Errorf("retryhttp: %s: %s", option, fmt.Sprintf(format, args...))

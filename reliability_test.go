@@ -295,7 +295,10 @@ func TestPaymentsChargedExactlyOnce(t *testing.T) {
 	defer srv.Close()
 
 	run := func(opts ...Option) (ok, failed int) {
-		tr, _ := testTransport(nil, append([]Option{WithBackoff(Constant(time.Millisecond))}, opts...)...)
+		// The breaker is off: its holds make no sense on the fake clock
+		// that a thousand concurrent requests move on together.
+		tr, _ := testTransport(nil, append([]Option{WithBackoff(Constant(time.Millisecond)),
+			WithRetryBreaker(BreakerConfig{Disabled: true})}, opts...)...)
 		defer tr.CloseIdleConnections()
 		var wg sync.WaitGroup
 		var okN, failN atomic.Int64
@@ -305,7 +308,9 @@ func TestPaymentsChargedExactlyOnce(t *testing.T) {
 				defer wg.Done()
 				resp, err := tr.RoundTrip(newRequest(t, "POST", srv.URL+"/charges", strings.NewReader(`{"amount":100}`)))
 				if err != nil {
-					failN.Add(1)
+					if failN.Add(1) == 1 {
+						t.Log(err)
+					}
 					return
 				}
 				resp.Body.Close()
@@ -394,8 +399,11 @@ func TestLoad(t *testing.T) {
 	if calls.Load() != ended.Load() || float64(calls.Load()) != requests {
 		t.Errorf("%d calls, %d ended, %v counted", calls.Load(), ended.Load(), requests)
 	}
-	if attempts != requests+retries || int64(attempts) != int64(srv.Count()) {
-		t.Errorf("attempts %v, requests %v + retries %v; server saw %d", attempts, requests, retries, srv.Count())
+	// A retry held by the breaker until its schedule ended was scheduled
+	// but never sent.
+	held := testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(GiveUpBreaker)))
+	if attempts != requests+retries-held || int64(attempts) != int64(srv.Count()) {
+		t.Errorf("attempts %v, requests %v + retries %v - held %v; server saw %d", attempts, requests, retries, held, srv.Count())
 	}
 	if calls.Load() < 1000 {
 		t.Errorf("only %d calls in a second", calls.Load())

@@ -119,7 +119,7 @@ func TestErrorDecisions(t *testing.T) {
 		method string
 		err    error
 		want   int
-		reason string // of the *Error, "" if not retryable
+		reason GiveUpReason // of the *Error, "" if not retryable
 	}{
 		{"GET reset", "GET", reset, 3, GiveUpAttempts},
 		{"GET unexpected EOF", "GET", io.ErrUnexpectedEOF, 3, GiveUpAttempts},
@@ -528,10 +528,10 @@ func TestOnRetryHook(t *testing.T) {
 		t.Fatalf("%d events, want 2", len(events))
 	}
 	e0, e1 := events[0], events[1]
-	if e0.Attempt != 1 || e0.StatusCode != 503 || e0.Reason != "503" || e0.Delay != time.Second || e0.MaxAttempts != 4 || e0.Err != nil {
+	if e0.Attempt != 1 || e0.StatusCode != 503 || e0.Outcome != "503" || e0.Delay != time.Second || e0.MaxAttempts != 4 || e0.Err != nil {
 		t.Errorf("event 1 = %+v", e0)
 	}
-	if e1.Attempt != 2 || e1.StatusCode != 0 || e1.Reason != "reset" || e1.Err == nil {
+	if e1.Attempt != 2 || e1.StatusCode != 0 || e1.Outcome != "reset" || e1.Err == nil {
 		t.Errorf("event 2 = %+v", e1)
 	}
 }

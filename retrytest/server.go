@@ -1,11 +1,6 @@
-// Package retrytest provides helpers for testing code that retries HTTP
-// requests, shaped like net/http/httptest and testing/iotest: a scripted
-// flaky server that records every attempt it receives, fault injectors for
-// the failures a network really produces, and checkers that return an
-// error. It is used by retryhttp's own tests and is meant for its users'.
-//
 // This file holds the scripted Server; faults.go holds the fault
 // injectors and roundtripper.go an in-memory scripted RoundTripper.
+
 package retrytest
 
 import (

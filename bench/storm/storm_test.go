@@ -11,21 +11,21 @@ import (
 // retries sends exactly one attempt per request, and none succeeds while
 // the server is down.
 func TestStormAccounting(t *testing.T) {
-	sc := Scenario{Name: "smoke", Shape: "burst", N: 20, Outage: 300 * time.Millisecond,
+	sc := Scenario{Name: "smoke", Shape: "burst", N: 100, Outage: 300 * time.Millisecond,
 		Capacity: 50, Work: time.Millisecond, Timeout: 10 * time.Second}
 	r, err := Run(sc, bench.Bare)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Attempts != 20 || r.Successes != 0 || r.Requests != 20 || r.OutageAttempts != 20 {
-		t.Errorf("bare: %+v; want 20 attempts in the outage, no success", r)
+	if r.Attempts != 100 || r.Successes != 0 || r.Requests != 100 || r.OutageAttempts != 100 {
+		t.Errorf("bare: %+v; want 100 attempts in the outage, no success", r)
 	}
-	r, err = Run(sc, bench.RetryHTTPBreaker)
+	r, err = Run(sc, bench.RetryHTTP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Successes != 20 || r.Amplification() > 2.5 {
-		t.Errorf("retryhttp+breaker: %d of 20 succeeded at %.2fx; want all, at most 2.5x", r.Successes, r.Amplification())
+	if r.Successes != 100 || r.Amplification() > 2.5 {
+		t.Errorf("retryhttp: %d of 100 succeeded at %.2fx; want all, at most 2.5x", r.Successes, r.Amplification())
 	}
 }
 

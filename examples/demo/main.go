@@ -69,7 +69,7 @@ func run(w io.Writer) error {
 		retryhttp.WithName("demo"),
 		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
 			fmt.Fprintf(w, "  %7s  attempt %d/%d failed (%s), retrying in %v\n",
-				since(start), ev.Attempt, ev.MaxAttempts, ev.Reason, ev.Delay.Round(time.Millisecond))
+				since(start), ev.Attempt, ev.MaxAttempts, ev.Outcome, ev.Delay.Round(time.Millisecond))
 		}),
 	)
 	defer tr.CloseIdleConnections()

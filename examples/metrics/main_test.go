@@ -18,9 +18,9 @@ func TestMetricsExample(t *testing.T) {
 	// last 200).
 	for _, want := range []string{
 		`retryhttp_requests_total{method="GET",name="upstream"} 30`,
-		`retryhttp_attempts_total{code="200",name="upstream"} 30`,
-		`retryhttp_attempts_total{code="503",name="upstream"} 14`,
-		`retryhttp_retries_total{name="upstream",reason="503"} 14`,
+		`retryhttp_attempts_total{name="upstream",outcome="200"} 30`,
+		`retryhttp_attempts_total{name="upstream",outcome="503"} 14`,
+		`retryhttp_retries_total{name="upstream",outcome="503"} 14`,
 		`retryhttp_backoff_seconds_count{name="upstream"} 14`,
 	} {
 		if !strings.Contains(s, want) {

@@ -1,0 +1,266 @@
+// This file holds one logical request's state (call) and its attempts:
+// how the request is prepared once (key, body), how each attempt is built
+// and sent under its per-attempt timeout, and how its result is
+// classified and recorded once.
+
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// call is the state of one logical request: it lives in RoundTrip's frame.
+type call struct {
+	c          *config
+	req        *http.Request
+	ctx        context.Context
+	host       string
+	header     http.Header // req.Header with an injected key, or nil
+	mode       bodyMode
+	buf        []byte
+	keyed      bool
+	replayable bool
+	gotConn    *atomic.Bool // set by the trace of a request that is not replayable
+	budget     *hostBudget  // the host's budget, nil without one
+	breaker    *breakerHost // the host's breaker, nil without one
+	pass       holdMode     // how the next attempt passes the breaker
+	charged    bool         // the next attempt's retry was charged to the budget
+	start      time.Time    // when the first attempt began, once a hold needs it
+}
+
+// result is what one attempt ended with, classified once.
+type result struct {
+	resp      *http.Response
+	err       error
+	outcome   outcomeID
+	retryable bool // worth retrying (the request may still not be)
+	notSent   bool // provably never reached the server: no connection was had
+}
+
+// newCall prepares req for its attempts: it injects the idempotency key,
+// decides how the body is replayed, and counts the first attempt in the
+// budget. It returns the first attempt's body.
+func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
+	*k = call{c: c, req: req, ctx: req.Context(), host: req.URL.Host}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	c.metrics.request(method)
+	if c.budget != nil {
+		k.budget = c.budget.recordFirst(k.host, c.clock.Second())
+	}
+	if c.breaker != nil {
+		k.breaker = c.breaker.host(k.host)
+	}
+
+	k.keyed = hasIdempotencyKey(req.Header)
+	if !k.keyed && c.keyMethods.has(method) {
+		k.header = req.Header.Clone()
+		k.header.Set(HeaderIdempotencyKey, c.keyGen())
+		k.keyed = true
+	}
+	k.replayable = k.keyed || idempotentMethod(method)
+	if !k.replayable {
+		k.gotConn = new(atomic.Bool)
+	}
+
+	first := req.Body
+	if req.Body == nil || req.Body == http.NoBody {
+		return first, nil
+	}
+	switch {
+	case req.GetBody != nil:
+		k.mode = bodyGetBody
+	case c.maxAttempts == 1:
+		k.mode = bodyOnce
+	default:
+		buf, all, err := bufferBody(req.Body, req.ContentLength, c.bodyLimit)
+		if err != nil {
+			return nil, &Error{Err: fmt.Errorf("reading request body: %w", err)}
+		}
+		k.buf, k.mode = buf, bodyBuffered
+		switch {
+		case !all:
+			// Too long to buffer: send what was read and the rest of
+			// the caller's body, once.
+			k.mode, first = bodyOnce, onceBody{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+		case req.ContentLength > 0 && int64(len(buf)) != req.ContentLength:
+			// Not the length it declares: the base will reject it, once.
+			k.mode, first = bodyOnce, newReplayBody(buf)
+		default:
+			first = newReplayBody(buf)
+		}
+	}
+	return first, nil
+}
+
+// nextBody returns the body of the next attempt.
+func (k *call) nextBody() (io.ReadCloser, error) {
+	switch k.mode {
+	case bodyGetBody:
+		return k.req.GetBody()
+	case bodyBuffered:
+		return newReplayBody(k.buf), nil
+	}
+	return k.req.Body, nil
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		b.Close()
+	}
+}
+
+// attempt sends attempt n with the given body and classifies what it ended
+// with. It copies the request only when something differs from the
+// caller's: on the success path of a GET with the default options it sends
+// req itself, allocating nothing.
+func (k *call) attempt(n int, body io.ReadCloser) (r result) {
+	if k.pass == sendProbe {
+		// A panic in the base must not leave the host's breaker waiting
+		// for a probe that never ends.
+		defer func() {
+			if p := recover(); p != nil {
+				k.breaker.probeEnded(k.c.clock.Now())
+				panic(p)
+			}
+		}()
+	}
+	resp, err, timedOut := k.send(n, body)
+	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
+	if err == nil {
+		r.retryable = k.retryableStatus(resp.StatusCode)
+		return r
+	}
+	r.retryable = k.ctx.Err() == nil && classifyError(err) == errRetryable
+	// Nothing was written if no connection was had: the trace (for a
+	// request where it matters) saw none, and the error says so.
+	r.notSent = r.retryable && isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
+	return r
+}
+
+// retryableStatus reports whether code is worth retrying for this request.
+func (k *call) retryableStatus(code int) bool {
+	if k.c.statuses.has(code) {
+		return true
+	}
+	return code == statusConflict && k.keyed && !k.c.customStatuses
+}
+
+// record takes the result of attempt n into the metrics, the budget and
+// the breaker, once.
+func (k *call) record(r *result) {
+	c := k.c
+	c.metrics.attempt(r.outcome)
+	answered := r.err == nil && !r.retryable // the host did its job
+	if k.budget != nil {
+		if answered {
+			k.budget.succeeded()
+		} else if r.retryable {
+			k.budget.failed()
+		}
+	}
+	if k.breaker != nil {
+		probe := k.pass == sendProbe
+		switch {
+		case answered:
+			k.breaker.succeeded(c.clock)
+		case r.retryable:
+			k.breaker.failed(c.clock.Now(), probe)
+		case probe:
+			k.breaker.probeEnded(c.clock.Now())
+		}
+	}
+}
+
+// send builds attempt n's request and sends it under the per-attempt
+// timeout, if one is set.
+func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, timedOut bool) {
+	c, req := k.c, k.req
+	ctx := k.ctx
+	if k.gotConn != nil {
+		gotConn := k.gotConn
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+		})
+	}
+	if c.markOwner {
+		ctx = markOwned(ctx)
+	}
+	var cancel context.CancelCauseFunc
+	if c.perAttemptTimeout > 0 {
+		ctx, cancel = context.WithCancelCause(ctx)
+	}
+	r := req
+	if ctx != k.ctx {
+		r = req.WithContext(ctx)
+	}
+	header := k.header
+	if n > 1 && c.attemptHeader != "" {
+		// A fresh map for each attempt: the base may still be reading the
+		// previous attempt's headers.
+		if header == nil {
+			header = req.Header
+		}
+		header = header.Clone()
+		header.Set(c.attemptHeader, strconv.Itoa(n))
+	}
+	if body != req.Body || header != nil {
+		if r == req {
+			r = req.WithContext(ctx)
+		}
+		r.Body = body
+		if header != nil {
+			r.Header = header
+		}
+		if k.mode == bodyBuffered {
+			buf := k.buf
+			r.GetBody = func() (io.ReadCloser, error) { return newReplayBody(buf), nil }
+		}
+	}
+	if cancel == nil {
+		resp, err = k.sendChecked(r)
+		return resp, err, false
+	}
+
+	timer := time.AfterFunc(c.perAttemptTimeout, func() { cancel(ErrAttemptTimeout) })
+	resp, err = k.sendChecked(r)
+	if !timer.Stop() && context.Cause(ctx) == ErrAttemptTimeout {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel(context.Canceled)
+		return nil, &attemptTimeoutError{c.perAttemptTimeout, err}, true
+	}
+	if err != nil {
+		cancel(context.Canceled)
+		return nil, err, false
+	}
+	resp.Body = wrapCancel(resp.Body, cancel)
+	return resp, nil, false
+}
+
+// sendChecked sends r, keeping the RoundTripper contract for a base that
+// breaks it: a response that comes with an error is closed and dropped.
+func (k *call) sendChecked(r *http.Request) (*http.Response, error) {
+	resp, err := k.c.send(r)
+	if err != nil && resp != nil {
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
+	return resp, err
+}

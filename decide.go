@@ -1,0 +1,57 @@
+// This file holds the retry decision: given an attempt that failed in a
+// way worth retrying, whether the policy lets the request be sent again,
+// and after how long. The checks form one ordered ladder, so that each
+// give-up has exactly one reason; the loop in transport.go acts on the
+// verdict.
+
+package retryhttp
+
+import "time"
+
+// facts are what the decision needs to know about a failed attempt.
+type facts struct {
+	attempt     int           // the attempt that failed, 1 for the first
+	maxAttempts int           // WithMaxAttempts
+	replayable  bool          // idempotent method, or an idempotency key
+	notSent     bool          // provably never reached the server (no connection)
+	bodyOnce    bool          // the body cannot be sent again
+	backoff     time.Duration // what the Backoff asks for
+	retryAfter  time.Duration // the response's Retry-After, if hasRetryAfter
+	hasRA       bool
+	maxRA       time.Duration // WithMaxRetryAfter
+	untilDL     time.Duration // time left before the context deadline, if hasDL
+	hasDL       bool
+}
+
+// verdict is what decide returns: a reason to give up, or the wait before
+// the next attempt.
+type verdict struct {
+	giveUp GiveUpReason // "" to retry
+	delay  time.Duration
+}
+
+// decide runs the ladder of checks that need no action. Its last two rungs
+// act, and so run in the loop after it, in this order (acquire): the next
+// body is fetched (GiveUpBody if GetBody fails), then the budget is asked
+// (GiveUpBudget), so that a body that cannot be had never spends the
+// budget, and the budget is spent only on a retry that will be made.
+func decide(f facts) verdict {
+	delay := max(f.backoff, 0)
+	switch {
+	case !f.replayable && !f.notSent:
+		return verdict{GiveUpUnsafeMethod, 0}
+	case f.bodyOnce:
+		return verdict{GiveUpBody, 0}
+	case f.attempt >= f.maxAttempts:
+		return verdict{GiveUpAttempts, 0}
+	case f.hasRA && f.retryAfter > f.maxRA:
+		return verdict{GiveUpRetryAfter, f.retryAfter}
+	}
+	if f.hasRA {
+		delay = max(delay, f.retryAfter)
+	}
+	if f.hasDL && delay >= f.untilDL {
+		return verdict{GiveUpDeadline, delay}
+	}
+	return verdict{"", delay}
+}

@@ -1,0 +1,118 @@
+// This file holds the vocabulary of endings: why a request that was worth
+// retrying was not retried (GiveUpReason), and the errors RoundTrip
+// returns. What an attempt ended with ("503", "reset") is its outcome, in
+// status.go.
+
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// GiveUpReason says why a failure worth retrying was not retried. It is the
+// Reason of an [Error], the "reason" of the give-up log record and the
+// reason label of retryhttp_giveups_total.
+type GiveUpReason string
+
+// The reasons for giving up, in the order in which the retry loop checks
+// them (see decide in decide.go).
+const (
+	GiveUpUnsafeMethod GiveUpReason = "unsafe_method" // a non-idempotent request without a key reached the server
+	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, or GetBody failed
+	GiveUpAttempts     GiveUpReason = "attempts"      // WithMaxAttempts reached
+	GiveUpRetryAfter   GiveUpReason = "retry_after"   // Retry-After asks for more than WithMaxRetryAfter
+	GiveUpDeadline     GiveUpReason = "deadline"      // the wait would end past the context deadline
+	GiveUpBudget       GiveUpReason = "budget"        // the host's retry budget is spent
+	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held by the breaker until its time ran out
+	GiveUpCircuitOpen  GiveUpReason = "circuit_open"  // BreakerConfig.FailFast: the host's breaker is open
+)
+
+// giveUpReasons lists every reason, for the metrics' series.
+var giveUpReasons = [...]GiveUpReason{GiveUpUnsafeMethod, GiveUpBody, GiveUpAttempts,
+	GiveUpRetryAfter, GiveUpDeadline, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen}
+
+// phrase says the reason in words, for Error's text.
+func (r GiveUpReason) phrase() string {
+	switch r {
+	case GiveUpUnsafeMethod:
+		return "the request is not idempotent and has no idempotency key"
+	case GiveUpBody:
+		return "the request body cannot be sent again"
+	case GiveUpAttempts:
+		return "no attempts left"
+	case GiveUpRetryAfter:
+		return "Retry-After asks for a longer wait than allowed"
+	case GiveUpDeadline:
+		return "the next wait would pass the context deadline"
+	case GiveUpBudget:
+		return "the host's retry budget is spent"
+	case GiveUpBreaker:
+		return "the retry was held by the breaker until its time ran out"
+	case GiveUpCircuitOpen:
+		return "the host's circuit is open"
+	}
+	return string(r)
+}
+
+// Error is returned by RoundTrip when a request ends without a response.
+// It says how many attempts were made and unwraps to the last attempt's
+// error, so errors.Is and errors.As reach the cause.
+type Error struct {
+	Attempts int          // attempts sent; 0 if none was
+	Reason   GiveUpReason // why a retryable error was not retried, or "" if it was not retryable
+	Err      error
+}
+
+func (e *Error) Error() string {
+	s := "s"
+	if e.Attempts == 1 {
+		s = ""
+	}
+	if e.Reason != "" {
+		return fmt.Sprintf("retryhttp: gave up after %d attempt%s, %s: %v", e.Attempts, s, e.Reason.phrase(), e.Err)
+	}
+	return fmt.Sprintf("retryhttp: %d attempt%s: %v", e.Attempts, s, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrAttemptTimeout is what an attempt that outlived WithPerAttemptTimeout
+// ends with; errors.Is finds it in the error RoundTrip returns.
+var ErrAttemptTimeout = errors.New("retryhttp: attempt timed out")
+
+// ErrBreakerHold is what a request whose last retry was held too long by
+// the breaker ends with when it has no response to return.
+var ErrBreakerHold = errors.New("retryhttp: retry held by the breaker until its time ran out")
+
+// ErrCircuitOpen is what a request ends with, under BreakerConfig.FailFast,
+// when its host's breaker is open: nothing was sent, so that the caller can
+// serve a fallback at once.
+var ErrCircuitOpen = errors.New("retryhttp: circuit open")
+
+var errNilResponse = errors.New("retryhttp: base RoundTripper returned a nil response and a nil error")
+
+type attemptTimeoutError struct {
+	after time.Duration
+	err   error // what the base returned when its context was cut
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return fmt.Sprintf("retryhttp: attempt timed out after %v", e.after)
+}
+func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
+func (e *attemptTimeoutError) Timeout() bool        { return true }
+func (e *attemptTimeoutError) Temporary() bool      { return true }
+
+// RetryEvent describes a retry about to be made, for WithOnRetry.
+type RetryEvent struct {
+	Request     *http.Request // the caller's request: read it, do not keep or modify it
+	Attempt     int           // the attempt that failed, 1 for the first
+	MaxAttempts int
+	Delay       time.Duration // the wait before the next attempt
+	Outcome     string        // what the attempt ended with: the status code ("503") or the error class ("reset", "timeout", ...)
+	StatusCode  int           // the failed attempt's status, 0 if it ended in an error
+	Err         error         // the failed attempt's error, nil if it had a response
+}

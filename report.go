@@ -1,0 +1,68 @@
+// This file reports what the retry loop does: the retryhttp_* metrics
+// (through metrics.go), the log records and the WithOnRetry hook, all with
+// one vocabulary: an attempt's outcome ("503", "reset") and a give-up's
+// reason (GiveUpReason).
+
+package retryhttp
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// scheduled reports a retry that is about to wait.
+func (k *call) scheduled(attempt int, delay time.Duration, r *result) {
+	c := k.c
+	c.metrics.retry(r.outcome, delay)
+	if c.logger != nil {
+		c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying",
+			k.logAttrs(attempt, delay, r.outcome, "")...)
+	}
+	if c.onRetry != nil {
+		ev := RetryEvent{Request: k.req, Attempt: attempt, MaxAttempts: c.maxAttempts,
+			Delay: delay, Outcome: r.outcome.String(), Err: r.err}
+		if r.resp != nil {
+			ev.StatusCode = r.resp.StatusCode
+		}
+		c.onRetry(ev)
+	}
+}
+
+// giveUp ends a request whose outcome was worth retrying but may not be
+// retried, for the given reason: the last response if there is one, else
+// an *Error that wraps the last error.
+func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Duration) (*http.Response, error) {
+	c := k.c
+	c.metrics.giveUp(reason)
+	if c.logger != nil {
+		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: giving up",
+			k.logAttrs(attempt, delay, r.outcome, reason)...)
+	}
+	if r.resp != nil {
+		return r.resp, nil
+	}
+	return nil, &Error{Attempts: attempt, Reason: reason, Err: r.err}
+}
+
+// logAttrs are the attributes of a log record. They never include a header
+// value or the query string.
+func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason GiveUpReason) []slog.Attr {
+	method := k.req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	attrs := []slog.Attr{
+		slog.String("method", method),
+		slog.String("host", k.req.URL.Host),
+		slog.String("path", k.req.URL.Path),
+		slog.Int("attempt", attempt),
+		slog.Int("max_attempts", k.c.maxAttempts),
+		slog.Duration("delay", delay),
+		slog.String("outcome", o.String()),
+	}
+	if reason != "" {
+		attrs = append(attrs, slog.String("reason", string(reason)))
+	}
+	return attrs
+}
