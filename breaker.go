@@ -34,7 +34,7 @@ type BreakerConfig struct {
 	// short outage is seen within a held retry's schedule, and longer than
 	// the gaps between the first attempts of a client with steady
 	// traffic, which need no probe (a failure of any attempt pushes the
-	// next probe back). With FailFast, EqualJitter(200ms, 5s).
+	// next probe back). With FailFast, EqualJitter(250ms, 1s).
 	ProbeBackoff Backoff
 	// MaxHold is the longest a retry is held. The default, 0, holds it no
 	// longer than the rest of its request's backoff schedule: until the

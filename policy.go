@@ -31,8 +31,8 @@ const (
 	DefaultBreakerThreshold  = 10
 	DefaultProbeBase         = 100 * time.Millisecond
 	DefaultProbeMax          = 500 * time.Millisecond
-	DefaultFailFastProbeBase = 200 * time.Millisecond
-	DefaultFailFastProbeMax  = 5 * time.Second
+	DefaultFailFastProbeBase = 250 * time.Millisecond
+	DefaultFailFastProbeMax  = 2 * time.Second
 )
 
 // An Option configures a Transport. Options are applied in order by New,

@@ -82,9 +82,16 @@ func RetryHTTPPolicy(p Policy, opts ...retryhttp.Option) Contender {
 	}}
 }
 
-// RetryHTTPBreaker is retryhttp with its defaults and the retry breaker on.
-var RetryHTTPBreaker = Contender{"retryhttp+breaker", func(base http.RoundTripper) http.RoundTripper {
-	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{}))
+// RetryHTTPFailFast is retryhttp with its defaults and a breaker that also
+// refuses first attempts while a host's circuit is open.
+var RetryHTTPFailFast = Contender{"retryhttp+failfast", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true}))
+}}
+
+// RetryHTTPNoBreaker is retryhttp with the retry breaker off: the budget
+// alone, as before the breaker was on by default.
+var RetryHTTPNoBreaker = Contender{"retryhttp-nobreaker", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true}))
 }}
 
 // Naive retries 5xx, 429 and errors up to 5 attempts with a fixed 1 s delay

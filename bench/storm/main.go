@@ -47,10 +47,12 @@ func main() {
 		with(base, "burst-D3-per-process", "burst", 3*time.Second, true, ""),
 		with(base, "burst-D3-per-process-retry-after", "burst", 3*time.Second, true, "3"),
 		with(base, "burst-D3-per-process-retry-after-spread", "burst", 3*time.Second, true, "3-6"),
+		fleet(base, 50),
+		fleet(base, 500),
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
-		bench.RetryHTTP, bench.RetryHTTPBreaker, bench.RetryablehttpDefaults,
+		bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryablehttpDefaults,
 		bench.Retryablehttp(p), bench.Failsafe(p), bench.Naive,
 	}
 	for _, sc := range scenarios {
@@ -93,6 +95,14 @@ func with(s Scenario, name, shape string, d time.Duration, perProcess bool, retr
 	return s
 }
 
+// fleet is the mission's scenario: a dependency down for 30 s, called by
+// k instances, each with its own client, sharing the steady arrivals.
+func fleet(s Scenario, k int) Scenario {
+	s = with(s, fmt.Sprintf("fleet-D30-K%d", k), "steady", 30*time.Second, false, "")
+	s.Instances = k
+	return s
+}
+
 func selected(list, name string) bool {
 	if list == "" {
 		return true
@@ -126,6 +136,11 @@ func median(rs []Result) Result {
 	m.PeakRecovery = int64(pick(func(r Result) float64 { return float64(r.PeakRecovery) }))
 	m.P50 = time.Duration(pick(func(r Result) float64 { return float64(r.P50) }))
 	m.P99 = time.Duration(pick(func(r Result) float64 { return float64(r.P99) }))
+	m.FailP99 = time.Duration(pick(func(r Result) float64 { return float64(r.FailP99) }))
+	m.PeakAfter2s = int64(pick(func(r Result) float64 { return float64(r.PeakAfter2s) }))
+	m.ShedAfter = int64(pick(func(r Result) float64 { return float64(r.ShedAfter) }))
+	m.AfterRequests = int(pick(func(r Result) float64 { return float64(r.AfterRequests) }))
+	m.AfterSuccess = int(pick(func(r Result) float64 { return float64(r.AfterSuccess) }))
 	m.Elapsed = time.Duration(pick(func(r Result) float64 { return float64(r.Elapsed) }))
 	return m
 }
@@ -139,15 +154,19 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	if sc.RetryAfter != "" {
 		ra = ", Retry-After: " + sc.RetryAfter + " during the outage"
 	}
+	if sc.Instances > 1 {
+		mode = fmt.Sprintf("a fleet of %d instances, each its own client, arrivals round-robin", sc.Instances)
+	}
 	if sc.Shape == "steady" {
 		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v; %s%s; medians of %d runs\n\n",
 			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, ra, runs)
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms after | success (all) | success (started in outage) | p50 | p99 |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f× | %d | %d | %.1f%% | %.1f%% | %v | %v |\n",
-				r.Contender, r.Requests, r.Attempts, r.OutageAmplification(), r.PeakOutage, r.PeakRecovery,
-				pct(r.Successes, r.Requests), pct(r.OutageSuccess, r.OutageRequests), round(r.P50), round(r.P99))
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f× | %d | %d | %d | %.1f%% | %.1f%% | %.1f%% | %v | %v | %v |\n",
+				r.Contender, r.Requests, r.Attempts, r.OutageAmplification(), r.PeakOutage, r.PeakAfter2s, r.ShedAfter,
+				pct(r.Successes, r.Requests), pct(r.OutageSuccess, r.OutageRequests), pct(r.AfterSuccess, r.AfterRequests),
+				round(r.P50), round(r.P99), round(r.FailP99))
 		}
 		return
 	}

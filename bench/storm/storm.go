@@ -33,6 +33,7 @@ type Scenario struct {
 	Work       time.Duration // time to serve one request
 	RetryAfter string        // if set, sent with every 503 during the outage; "lo-hi" sends a random whole number of seconds in [lo, hi]
 	PerProcess bool          // one client (RoundTripper) per request, sharing nothing
+	Instances  int           // steady: if > 1, arrivals go round-robin to this many clients, each its own RoundTripper and pool (a fleet)
 	Timeout    time.Duration // each request's context deadline
 }
 
@@ -49,6 +50,11 @@ type Result struct {
 	OutageSuccess  int   // of the OutageRequests, those that succeeded
 	PeakOutage     int64 // most attempts in one 100 ms during the outage
 	PeakRecovery   int64 // most attempts in one 100 ms after it
+	PeakAfter2s    int64 // most attempts in one 100 ms in the 2 s after it
+	ShedAfter      int64 // 503s sent by the recovered server for want of capacity
+	AfterRequests  int   // requests that started in the 2 s after the outage
+	AfterSuccess   int   // of those, the ones that succeeded
+	FailP99        time.Duration // 99th percentile of the time a failed request took to fail
 	P50, P99       time.Duration
 	Series         []int64 // attempts per 100 ms from the start
 	Elapsed        time.Duration
@@ -61,6 +67,7 @@ type server struct {
 	downFrom time.Duration
 	downTo   time.Duration
 	inflight atomic.Int64
+	shed     atomic.Int64
 	mu       sync.Mutex
 	series   []int64
 }
@@ -84,6 +91,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.inflight.Add(1) > int64(s.sc.Capacity) {
 		s.inflight.Add(-1)
+		s.shed.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -143,7 +151,18 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	sharedRT := c.New(shared)
 	var bases []*http.Transport
 	var basesMu sync.Mutex
+	var fleet []http.RoundTripper
+	for range sc.Instances {
+		b := newBase()
+		bases = append(bases, b)
+		fleet = append(fleet, c.New(b))
+	}
+	next := 0
 	client := func() http.RoundTripper {
+		if len(fleet) > 0 {
+			next++
+			return fleet[next%len(fleet)]
+		}
 		if !sc.PerProcess {
 			return sharedRT
 		}
@@ -212,11 +231,22 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	series := append([]int64(nil), s.series...)
 	s.mu.Unlock()
 	r := Result{Contender: c.Name, Requests: len(outcomes), Series: series, Elapsed: elapsed}
-	var lat []time.Duration
+	r.ShedAfter = s.shed.Load()
+	var lat, failLat []time.Duration
 	for _, o := range outcomes {
 		inOutage := o.start >= s.downFrom && o.start < s.downTo
 		if inOutage {
 			r.OutageRequests++
+		}
+		after := o.start >= s.downTo && o.start < s.downTo+2*time.Second
+		if after {
+			r.AfterRequests++
+			if o.ok {
+				r.AfterSuccess++
+			}
+		}
+		if !o.ok {
+			failLat = append(failLat, o.latency)
 		}
 		if o.ok {
 			r.Successes++
@@ -235,7 +265,14 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 			r.PeakOutage = max(r.PeakOutage, v)
 		case t >= s.downTo:
 			r.PeakRecovery = max(r.PeakRecovery, v)
+			if t < s.downTo+2*time.Second {
+				r.PeakAfter2s = max(r.PeakAfter2s, v)
+			}
 		}
+	}
+	sort.Slice(failLat, func(i, j int) bool { return failLat[i] < failLat[j] })
+	if len(failLat) > 0 {
+		r.FailP99 = failLat[min(len(failLat)-1, len(failLat)*99/100)]
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) > 0 {
