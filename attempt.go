@@ -33,7 +33,7 @@ type call struct {
 	breaker    *breakerHost // the host's breaker, nil without one
 	pass       holdMode     // how the next attempt passes the breaker
 	charged    bool         // the next attempt's retry was charged to the budget
-	start      time.Time    // when the first attempt began, once a hold needs it
+	firstFail  time.Time    // when the first attempt failed, if it did
 }
 
 // result is what one attempt ended with, classified once.

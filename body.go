@@ -148,6 +148,12 @@ func detach(resp *http.Response) bool {
 		discard(resp)
 		return false
 	}
+	if resp.ContentLength == 0 {
+		// Nothing to keep: no copy, no allocation.
+		resp.Body.Close()
+		resp.Body = http.NoBody
+		return true
+	}
 	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
 	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
 	t.Stop()

@@ -34,12 +34,13 @@ type BreakerConfig struct {
 	// short outage is seen within a held retry's schedule, and longer than
 	// the gaps between the first attempts of a client with steady
 	// traffic, which need no probe (a failure of any attempt pushes the
-	// next probe back). With FailFast, EqualJitter(250ms, 1s).
+	// next probe back). With FailFast, EqualJitter(250ms, 2s).
 	ProbeBackoff Backoff
 	// MaxHold is the longest a retry is held. The default, 0, holds it no
-	// longer than the rest of its request's backoff schedule: until the
-	// time its last attempt would have gone at the latest (the sum of the
-	// backoff's upper bounds for the remaining retries). A context
+	// longer than its request's backoff schedule: until the time its last
+	// attempt would have gone at the latest, that is the sum of the
+	// backoff's upper bounds for every retry (1.4s with the defaults)
+	// after the request's first failure. A context
 	// deadline that comes sooner ends the hold sooner. The request then
 	// gives up with its last response, reason "breaker".
 	MaxHold time.Duration
@@ -313,11 +314,7 @@ func (k *call) passBreaker(attempt int, delay time.Duration, r *result) (GiveUpR
 		}
 		return "", nil
 	}
-	now := c.clock.Now()
-	limit := now.Add(c.holdFor(attempt, delay))
-	if h.b.cfg.MaxHold > 0 {
-		limit = now.Add(h.b.cfg.MaxHold)
-	}
+	limit := k.holdLimit()
 	if dl, ok := k.ctx.Deadline(); ok && dl.Before(limit) {
 		limit = dl
 	}
@@ -333,6 +330,15 @@ func (k *call) passBreaker(attempt int, delay time.Duration, r *result) (GiveUpR
 	}
 	k.pass = mode
 	return "", nil
+}
+
+// holdLimit is the latest time a retry of this request may be held.
+func (k *call) holdLimit() time.Time {
+	limit := k.firstFail.Add(k.c.schedule)
+	if mh := k.breaker.b.cfg.MaxHold; mh > 0 {
+		limit = k.c.clock.Now().Add(mh)
+	}
+	return limit
 }
 
 // noResponse is the error a request that gives up without a response ends

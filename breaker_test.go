@@ -191,25 +191,23 @@ func TestBreakerHoldBounded(t *testing.T) {
 	})
 }
 
-// The default hold is the rest of the request's backoff schedule, at the
-// backoff's upper bounds: 200+400+800ms after a first attempt fails with
-// the defaults, less the wait already made.
-func TestHoldForSchedule(t *testing.T) {
-	c := newTestConfig(t)
+// A held retry is held no longer than its request's backoff schedule at
+// the backoff's upper bounds: 200+400+800ms with the defaults.
+func TestScheduleLength(t *testing.T) {
 	tests := []struct {
-		n     int
-		delay time.Duration
-		want  time.Duration
+		b    Backoff
+		max  int
+		want time.Duration
 	}{
-		{1, 0, 1400 * time.Millisecond},
-		{1, 150 * time.Millisecond, 1250 * time.Millisecond},
-		{2, 0, 1200 * time.Millisecond},
-		{3, 0, 800 * time.Millisecond},
-		{3, time.Second, 0},
+		{FullJitter(200*time.Millisecond, 10*time.Second), 4, 1400 * time.Millisecond},
+		{EqualJitter(200*time.Millisecond, 300*time.Millisecond), 4, 800 * time.Millisecond},
+		{Exponential(time.Second, time.Minute), 1, 0},
+		{Constant(time.Second), 3, 2 * time.Second},
+		{DecorrelatedJitter(time.Second, 5*time.Second), 3, 10 * time.Second},
 	}
 	for _, tt := range tests {
-		if got := c.holdFor(tt.n, tt.delay); got != tt.want {
-			t.Errorf("holdFor(%d, %v) = %v, want %v", tt.n, tt.delay, got, tt.want)
+		if got := scheduleLength(tt.b, tt.max); got != tt.want {
+			t.Errorf("scheduleLength(%#v, %d) = %v, want %v", tt.b, tt.max, got, tt.want)
 		}
 	}
 }
@@ -291,63 +289,105 @@ func TestBreakerInvalidConfig(t *testing.T) {
 	}
 }
 
-// An outage: every request fails its first attempt; with the breaker, the
-// retries are held and released once the server is back, so all succeed
-// with about two attempts each, and first attempts are never held.
-func TestTransportBreakerBurst(t *testing.T) {
-	var down atomic.Bool
-	down.Store(true)
-	var attempts atomic.Int64
-	srv := retrytest.NewServer()
-	srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		attempts.Add(1)
-		if down.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+// An outage of a second, with the defaults: every request fails its first
+// attempt; the breaker holds the retries, one probe at a time finds the
+// host back, and the held retries are released, so that all succeed with
+// about two attempts each. First attempts are never held.
+func TestTransportBreakerBridgesBlip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		var attempts atomic.Int64
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			code := 200
+			if down.Load() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base)
+		const n = 200
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if err == nil {
+					if resp.StatusCode == 200 {
+						ok.Add(1)
+					}
+					resp.Body.Close()
+				}
+			}()
 		}
-		w.Write([]byte("ok"))
-	}))
-	defer srv.Close()
-	tr := New(nil, WithBackoff(Constant(5*time.Millisecond)), WithMaxAttempts(3), WithBudget(nil),
-		WithRetryBreaker(BreakerConfig{Threshold: 5, ProbeBackoff: Constant(20 * time.Millisecond), MaxHold: 10 * time.Second}))
-	defer tr.CloseIdleConnections()
-	const n = 50
-	var wg sync.WaitGroup
-	var ok atomic.Int64
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
-			if err == nil {
-				if resp.StatusCode == 200 {
-					ok.Add(1)
+		time.Sleep(500 * time.Millisecond)
+		if got := attempts.Load(); got > n+30 {
+			t.Errorf("%d attempts during the outage for %d requests: retries were not held", got, n)
+		}
+		// A first attempt is never held, even while the breaker is open.
+		before := attempts.Load()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(shortCtx(t, time.Millisecond)))
+		if err == nil {
+			resp.Body.Close()
+		}
+		if attempts.Load() != before+1 {
+			t.Error("a first attempt was held by the open breaker")
+		}
+		time.Sleep(500 * time.Millisecond)
+		down.Store(false)
+		wg.Wait()
+		if ok.Load() != n {
+			t.Errorf("%d of %d requests succeeded after a 1s outage, want all", ok.Load(), n)
+		}
+		if got := attempts.Load(); got > 2*n+40 {
+			t.Errorf("%d attempts for %d requests, want about 2 each", got, n)
+		}
+	})
+}
+
+// A long outage is shed: a retry that nothing releases gives up within its
+// own backoff schedule (1.4s with the defaults) with its last response.
+func TestTransportBreakerShedsLongOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var attempts atomic.Int64
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base)
+		const n = 200
+		var wg sync.WaitGroup
+		var slowest atomic.Int64
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if err != nil || resp.StatusCode != 503 {
+					t.Errorf("RoundTrip = %v, %v; want the last 503", resp, err)
+					return
 				}
 				resp.Body.Close()
-			}
-		}()
-	}
-	time.Sleep(150 * time.Millisecond)
-	if got := attempts.Load(); got > n+20 {
-		t.Errorf("%d attempts during the outage for %d requests: retries were not held", got, n)
-	}
-	// A first attempt is never held, even while the breaker is open.
-	before := attempts.Load()
-	resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil).WithContext(shortCtx(t, 3*time.Millisecond)))
-	if err == nil {
-		resp.Body.Close()
-	}
-	if attempts.Load() == before {
-		t.Error("a first attempt was held by the open breaker")
-	}
-	down.Store(false)
-	wg.Wait()
-	if ok.Load() != n {
-		t.Errorf("%d of %d requests succeeded after the outage, want all", ok.Load(), n)
-	}
-	if got := attempts.Load(); got > 2*n+25 {
-		t.Errorf("%d attempts for %d requests, want about 2 each", got, n)
-	}
+				for d := int64(time.Since(start)); ; {
+					s := slowest.Load()
+					if d <= s || slowest.CompareAndSwap(s, d) {
+						break
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if d := time.Duration(slowest.Load()); d > 1400*time.Millisecond {
+			t.Errorf("the slowest request failed after %v, want within its 1.4s schedule", d)
+		}
+		if got := attempts.Load(); got > n*13/10 {
+			t.Errorf("%d attempts for %d requests in an outage, want at most 1.3 each", got, n)
+		}
+	})
 }
 
 func shortCtx(t *testing.T, d time.Duration) context.Context {

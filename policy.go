@@ -64,6 +64,7 @@ type config struct {
 	name              string
 	attemptHeader     string
 	clock             clock
+	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 }
 
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
@@ -95,6 +96,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		c.base = cleanhttp.DefaultPooledTransport()
 	}
 	c.inner, c.markOwner = findInner(c.base)
+	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
@@ -111,17 +113,17 @@ var defaultConfig = sync.OnceValue(func() *config {
 	return c
 })
 
-// holdFor is how long a retry whose wait of delay after attempt n's
-// failure has just ended may be held: the rest of the request's backoff
-// schedule, counted from the failure, at the backoff's upper bounds
-// (for a Backoff of the user's, one draw of its delays).
-func (c *config) holdFor(n int, delay time.Duration) time.Duration {
+// scheduleLength is how long the backoff schedule of a request lasts at
+// most: the sum of the backoff's upper bounds for every retry (for a
+// Backoff of the user's, one draw of its delays). A retry held by the
+// breaker is held no later than this after its request's first failure.
+func scheduleLength(b Backoff, maxAttempts int) time.Duration {
 	var sum, prev time.Duration
-	for m := n; m < c.maxAttempts && m < n+64; m++ {
-		d := upperDelay(c.backoff, m, prev)
+	for m := 1; m < maxAttempts && m <= 64; m++ {
+		d := upperDelay(b, m, prev)
 		sum, prev = sum+d, d
 	}
-	return max(sum-delay, 0)
+	return sum
 }
 
 func optErr(option string, format string, args ...any) error {

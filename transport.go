@@ -142,6 +142,9 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		f.backoff = c.backoff.Delay(n, prev)
 	}
 	now := c.clock.Now()
+	if n == 1 {
+		k.firstFail = now
+	}
 	if r.resp != nil {
 		f.retryAfter, f.hasRA = ParseRetryAfter(r.resp.Header.Get("Retry-After"), now)
 	}
@@ -167,7 +170,11 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, verdict) {
 
 // spend asks the budget for a retry. A request that never left the client
 // cost the server nothing, so its retry is free; a retry that the open
-// breaker will hold is charged later, if it goes out as the probe.
+// breaker will hold is charged later, if it goes out as the probe. A
+// retry that the budget refuses because the host is failing (it has
+// withdrawn its floor) asks again when its wait ends: by then the breaker
+// may hold it instead (the first failures of a burst come before it has
+// opened).
 func (k *call) spend(r *result) bool {
 	k.charged = false
 	switch {
@@ -176,8 +183,12 @@ func (k *call) spend(r *result) bool {
 	case k.breaker != nil && k.breaker.open.Load():
 		return true
 	}
-	k.charged = true
-	return k.c.budget.allow(k.budget, k.c.clock.Second())
+	if k.c.budget.allow(k.budget, k.c.clock.Second()) {
+		k.charged = true
+		return true
+	}
+	h := k.breaker
+	return h != nil && !h.b.cfg.FailFast && k.budget.streak.Load() >= failingAfter
 }
 
 // wait sleeps before the next attempt, then passes the breaker. It keeps
@@ -185,10 +196,14 @@ func (k *call) spend(r *result) bool {
 func (k *call) wait(attempt int, delay time.Duration, r *result) (GiveUpReason, error) {
 	c := k.c
 	if r.resp != nil {
-		if k.breaker == nil || !k.breaker.open.Load() || !detach(r.resp) {
+		if k.breaker == nil || !detach(r.resp) {
 			discard(r.resp)
 			r.resp = nil
 		}
+	}
+	if k.breaker != nil && k.breaker.open.Load() && !k.breaker.b.cfg.FailFast {
+		// A retry that will be held waits no longer than its hold.
+		delay = min(delay, max(k.holdLimit().Sub(c.clock.Now()), 0))
 	}
 	if err := c.clock.Sleep(k.ctx, delay); err != nil {
 		return "", err

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -352,17 +353,20 @@ func TestDeadlineStopsWaitsThatCannotFinish(t *testing.T) {
 }
 
 func TestCancelDuringWait(t *testing.T) {
-	base := retrytest.NewScriptTransport(steps(503, 503)...)
-	tr := New(base, WithBackoff(Constant(time.Minute)), WithBudget(nil)) // real clock
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
-	if resp != nil || !errors.Is(err, context.Canceled) {
-		t.Fatalf("RoundTrip = %v, %v; want nil, context.Canceled", resp, err)
-	}
-	if base.OpenBodies() != 0 {
-		t.Errorf("the last response's body was not closed")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(steps(503, 503)...)
+		tr := New(base, WithBackoff(Constant(time.Minute)), WithBudget(nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+		if resp != nil || !errors.Is(err, context.Canceled) || time.Since(start) != 20*time.Millisecond {
+			t.Fatalf("RoundTrip = %v, %v after %v; want nil, context.Canceled after 20ms", resp, err, time.Since(start))
+		}
+		if base.OpenBodies() != 0 {
+			t.Errorf("the last response's body was not closed")
+		}
+	})
 }
 
 func TestCallerCancelNotRetried(t *testing.T) {
@@ -616,41 +620,47 @@ func TestRealServerResetPOSTNotRetried(t *testing.T) {
 	}
 }
 
+// An attempt that hangs past the per-attempt timeout is retried, and the
+// body of the response returned is still readable well past it.
 func TestPerAttemptTimeout(t *testing.T) {
-	srv := retrytest.NewServer(retrytest.Reply{Fault: retrytest.Hang}, retrytest.Reply{Body: "after the hang"})
-	defer srv.Close()
-	tr, _ := testTransport(nil, WithBackoff(Constant(0)), WithPerAttemptTimeout(50*time.Millisecond))
-	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Well past the per-attempt timeout, the body must still be readable.
-	time.Sleep(150 * time.Millisecond)
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || string(b) != "after the hang" || srv.Count() != 2 {
-		t.Errorf("body %q, %v after %d attempts; want %q after 2", b, err, srv.Count(), "after the hang")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}},
+			retrytest.Step{Reply: retrytest.Reply{Body: "after the hang"}})
+		tr := New(base, WithBackoff(Constant(0)), WithBudget(nil), WithPerAttemptTimeout(50*time.Millisecond))
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) != 50*time.Millisecond {
+			t.Errorf("answered after %v, want the 50ms of the hung attempt", time.Since(start))
+		}
+		time.Sleep(150 * time.Millisecond)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "after the hang" || base.Count() != 2 {
+			t.Errorf("body %q, %v after %d attempts; want %q after 2", b, err, base.Count(), "after the hang")
+		}
+	})
 }
 
 func TestPerAttemptTimeoutEveryAttempt(t *testing.T) {
-	srv := retrytest.NewServer()
-	srv.Then = retrytest.Reply{Fault: retrytest.Hang}
-	defer srv.Close()
-	tr, _ := testTransport(nil, WithMaxAttempts(2), WithBackoff(Constant(0)), WithPerAttemptTimeout(30*time.Millisecond))
-	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
-	var ne net.Error
-	if resp != nil || !errors.Is(err, ErrAttemptTimeout) || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("RoundTrip = %v, %v; want an attempt timeout", resp, err)
-	}
-	if errors.Is(err, context.Canceled) {
-		t.Errorf("an attempt timeout must not look like the caller's cancellation: %v", err)
-	}
-	if srv.Count() != 2 {
-		t.Errorf("%d attempts, want 2", srv.Count())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		hang := retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}}
+		base := retrytest.NewScriptTransport(hang, hang)
+		tr := New(base, WithMaxAttempts(2), WithBudget(nil), WithBackoff(Constant(0)), WithPerAttemptTimeout(30*time.Millisecond))
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		var ne net.Error
+		if resp != nil || !errors.Is(err, ErrAttemptTimeout) || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("RoundTrip = %v, %v; want an attempt timeout", resp, err)
+		}
+		if errors.Is(err, context.Canceled) {
+			t.Errorf("an attempt timeout must not look like the caller's cancellation: %v", err)
+		}
+		if base.Count() != 2 {
+			t.Errorf("%d attempts, want 2", base.Count())
+		}
+	})
 }
 
 func TestSlowBodyOfReturnedResponseNotCut(t *testing.T) {

@@ -5,6 +5,7 @@ package retrytest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // RoundTripperFunc adapts a function to http.RoundTripper.
@@ -32,8 +34,11 @@ type Step struct {
 // script with 200 "ok". It reads and closes each request body, as the
 // RoundTripper contract requires, records each attempt, and tracks the
 // bodies of the responses it hands out, so that a test can check that
-// every one was closed. Faults in Steps are ignored: use Err. It is safe
-// for concurrent use.
+// every one was closed. A Step's Delay and the Hang fault wait on the
+// request's context (bounded, as every fault is), and a response body
+// fails to read once that context is done, as net/http's do; other faults
+// are ignored: use Err. It needs no network, so a test can run it under
+// testing/synctest. It is safe for concurrent use.
 type ScriptTransport struct {
 	mu       sync.Mutex
 	steps    []Step
@@ -69,6 +74,19 @@ func (s *ScriptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		step = s.steps[i]
 	}
 	s.mu.Unlock()
+	wait := step.Delay
+	if step.Fault == Hang {
+		wait = maxFaultWait
+	}
+	if wait > 0 {
+		t := time.NewTimer(min(wait, maxFaultWait))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
 	if step.Err != nil {
 		return nil, step.Err
 	}
@@ -82,7 +100,7 @@ func (s *ScriptTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Status:     fmt.Sprintf("%d %s", status(step.Reply), http.StatusText(status(step.Reply))),
 		StatusCode: status(step.Reply), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: int64(len(step.Body)), Request: req,
-		Body: &trackedBody{Reader: bytes.NewReader([]byte(step.Body)), open: &s.open},
+		Body: &trackedBody{Reader: bytes.NewReader([]byte(step.Body)), open: &s.open, ctx: req.Context()},
 	}, nil
 }
 
@@ -107,6 +125,14 @@ type trackedBody struct {
 	*bytes.Reader
 	open   *atomic.Int64
 	closed atomic.Bool
+	ctx    context.Context
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.Reader.Read(p)
 }
 
 func (b *trackedBody) Close() error {

@@ -45,15 +45,15 @@ type Result struct {
 	Requests       int
 	Attempts       int64
 	Successes      int
-	OutageRequests int   // requests that started during the outage
-	OutageAttempts int64 // attempts the server received during the outage
-	OutageSuccess  int   // of the OutageRequests, those that succeeded
-	PeakOutage     int64 // most attempts in one 100 ms during the outage
-	PeakRecovery   int64 // most attempts in one 100 ms after it
-	PeakAfter2s    int64 // most attempts in one 100 ms in the 2 s after it
-	ShedAfter      int64 // 503s sent by the recovered server for want of capacity
-	AfterRequests  int   // requests that started in the 2 s after the outage
-	AfterSuccess   int   // of those, the ones that succeeded
+	OutageRequests int           // requests that started during the outage
+	OutageAttempts int64         // attempts the server received during the outage
+	OutageSuccess  int           // of the OutageRequests, those that succeeded
+	PeakOutage     int64         // most attempts in one 100 ms during the outage
+	PeakRecovery   int64         // most attempts in one 100 ms after it
+	PeakAfter2s    int64         // most attempts in one 100 ms in the 2 s after it
+	ShedAfter      int64         // 503s sent by the recovered server for want of capacity
+	AfterRequests  int           // requests that started in the 2 s after the outage
+	AfterSuccess   int           // of those, the ones that succeeded
 	FailP99        time.Duration // 99th percentile of the time a failed request took to fail
 	P50, P99       time.Duration
 	Series         []int64 // attempts per 100 ms from the start
