@@ -7,9 +7,12 @@ FUZZTIME ?= 30s
 
 .PHONY: test demo lint bench bench-peers bench-check fuzz examples
 
-# test: formatting, vet and every test of every package under the race
-# detector, examples included.
+# test: formatting, tidy modules, vet and every test of every package
+# under the race detector, examples included.
 test:
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
+	cd examples/sdk && $(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...

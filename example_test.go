@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retryhttp/retryhttp"
 )
@@ -121,4 +125,123 @@ func ExampleWithOnRetry() {
 	// Output:
 	// retry after attempt 1 of 4: status 429, reason 429, wait 5ms
 	// 200 OK
+}
+
+// The zero Transport retries with the defaults, over a pooled transport
+// that every zero Transport shares, as the zero http.Client does.
+func ExampleTransport_zero() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: &retryhttp.Transport{}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", n.Load(), "attempts")
+	// Output: 200 after 2 attempts
+}
+
+// With FailFast, a host whose breaker is open refuses requests at once, so
+// that the caller can serve a fallback instead of waiting.
+func ExampleWithRetryBreaker_failFast() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	client := retryhttp.NewClient(
+		retryhttp.WithMaxAttempts(1),
+		retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true, Threshold: 3}))
+	for i := 1; i <= 4; i++ {
+		resp, err := client.Get(srv.URL)
+		switch {
+		case errors.Is(err, retryhttp.ErrCircuitOpen):
+			fmt.Println(i, "circuit open: serve the fallback")
+		case err != nil:
+			fmt.Println(i, err)
+		default:
+			resp.Body.Close()
+			fmt.Println(i, resp.StatusCode)
+		}
+	}
+	// Output:
+	// 1 503
+	// 2 503
+	// 3 503
+	// 4 circuit open: serve the fallback
+}
+
+// Metrics is a Prometheus collector: register it, then read the series.
+func ExampleMetrics() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	m := retryhttp.NewMetrics()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	client := retryhttp.NewClient(retryhttp.WithMetrics(m), retryhttp.WithName("rates"),
+		retryhttp.WithBackoff(retryhttp.Constant(time.Millisecond)))
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+
+	// Scrape it as Prometheus would, and print the counters that moved.
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasSuffix(line, "_total") || !strings.Contains(line, "_total{") || strings.HasSuffix(line, " 0") {
+			continue
+		}
+		fmt.Println(line)
+	}
+	// Output:
+	// retryhttp_attempts_total{name="rates",outcome="200"} 1
+	// retryhttp_attempts_total{name="rates",outcome="503"} 1
+	// retryhttp_requests_total{method="GET",name="rates"} 1
+	// retryhttp_retries_total{name="rates",outcome="503"} 1
+}
+
+// One Budget shared by several Transports makes them spend one allowance
+// per host: here, none at all, so neither client retries.
+func ExampleNewBudget_shared() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	shared := retryhttp.NewBudget(0, 0)
+	a := retryhttp.NewClient(retryhttp.WithBudget(shared))
+	b := retryhttp.NewClient(retryhttp.WithBudget(shared))
+	for _, c := range []*http.Client{a, b} {
+		resp, err := c.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	fmt.Println(n.Load(), "attempts for 2 requests")
+	// Output: 2 attempts for 2 requests
 }

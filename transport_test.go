@@ -129,7 +129,7 @@ func TestErrorDecisions(t *testing.T) {
 		{"POST reset", "POST", reset, 1, GiveUpUnsafeMethod},
 		{"POST EOF", "POST", io.EOF, 1, GiveUpUnsafeMethod},
 		{"POST refused (nothing sent)", "POST", refused, 3, GiveUpAttempts},
-		{"GET unknown authority", "GET", &url_Error{x509.UnknownAuthorityError{}}, 1, ""},
+		{"GET unknown authority", "GET", &wrappedTLSError{x509.UnknownAuthorityError{}}, 1, ""},
 		{"GET hostname mismatch", "GET", x509.HostnameError{Host: "x"}, 1, ""},
 		{"GET no such host", "GET", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, 1, ""},
 		{"GET temporary DNS failure", "GET", &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, 3, GiveUpAttempts},
@@ -163,11 +163,11 @@ func TestErrorDecisions(t *testing.T) {
 	}
 }
 
-// url_Error wraps an error the way net/http wraps a TLS failure.
-type url_Error struct{ err error }
+// wrappedTLSError wraps an error the way net/http wraps a TLS failure.
+type wrappedTLSError struct{ err error }
 
-func (e *url_Error) Error() string { return "tls: " + e.err.Error() }
-func (e *url_Error) Unwrap() error { return e.err }
+func (e *wrappedTLSError) Error() string { return "tls: " + e.err.Error() }
+func (e *wrappedTLSError) Unwrap() error { return e.err }
 
 func TestCallerRequestUnmodified(t *testing.T) {
 	base := retrytest.NewScriptTransport(steps(503, 503)...)
