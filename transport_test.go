@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -43,131 +42,6 @@ func steps(codes ...int) []retrytest.Step {
 	}
 	return s
 }
-
-func TestStatusDecisions(t *testing.T) {
-	tests := []struct {
-		status int
-		retry  bool
-	}{
-		{200, false}, {201, false}, {204, false}, {301, false}, {304, false},
-		{400, false}, {401, false}, {403, false}, {404, false}, {409, false}, {422, false},
-		{408, true}, {429, true},
-		{500, true}, {502, true}, {503, true}, {504, true}, {507, true}, {509, true}, {599, true},
-		{501, false}, {505, false}, {506, false}, {508, false}, {510, false}, {511, false},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
-			base := retrytest.NewScriptTransport(steps(tt.status, tt.status, tt.status)...)
-			tr, _ := testTransport(base, WithMaxAttempts(3), WithBackoff(Constant(0)))
-			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
-			if err != nil {
-				t.Fatalf("RoundTrip: %v", err)
-			}
-			resp.Body.Close()
-			want := 1
-			if tt.retry {
-				want = 3
-			}
-			if got := base.Count(); got != want {
-				t.Errorf("GET answered %d: %d attempts, want %d", tt.status, got, want)
-			}
-			if resp.StatusCode != tt.status {
-				t.Errorf("status = %d, want %d", resp.StatusCode, tt.status)
-			}
-		})
-	}
-}
-
-func TestMethodDecisions(t *testing.T) {
-	tests := []struct {
-		method string
-		header string // idempotency header set by the caller, if any
-		status int
-		want   int // attempts
-	}{
-		{"GET", "", 503, 3}, {"", "", 503, 3}, {"HEAD", "", 503, 3}, {"OPTIONS", "", 503, 3},
-		{"TRACE", "", 503, 3}, {"PUT", "", 503, 3}, {"DELETE", "", 503, 3},
-		{"POST", "", 503, 1}, {"PATCH", "", 503, 1}, {"CONNECT", "", 503, 1}, {"LOCK", "", 503, 1},
-		{"POST", "Idempotency-Key", 503, 3}, {"PATCH", "X-Idempotency-Key", 503, 3},
-		// 409 Conflict: "still processing" for a keyed request, a real conflict otherwise.
-		{"POST", "Idempotency-Key", 409, 3}, {"PUT", "", 409, 1}, {"GET", "", 409, 1},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%s/%s/%d", tt.method, tt.header, tt.status), func(t *testing.T) {
-			base := retrytest.NewScriptTransport(steps(tt.status, tt.status, tt.status)...)
-			tr, _ := testTransport(base, WithMaxAttempts(3), WithBackoff(Constant(0)))
-			req := newRequest(t, tt.method, "http://example.test/", nil)
-			if tt.header != "" {
-				req.Header.Set(tt.header, "k-1")
-			}
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatalf("RoundTrip: %v", err)
-			}
-			resp.Body.Close()
-			if got := base.Count(); got != tt.want {
-				t.Errorf("%q with %q answered %d: %d attempts, want %d", tt.method, tt.header, tt.status, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestErrorDecisions(t *testing.T) {
-	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-	tests := []struct {
-		name   string
-		method string
-		err    error
-		want   int
-		reason GiveUpReason // of the *Error, "" if not retryable
-	}{
-		{"GET reset", "GET", reset, 3, GiveUpAttempts},
-		{"GET unexpected EOF", "GET", io.ErrUnexpectedEOF, 3, GiveUpAttempts},
-		{"GET EOF", "GET", io.EOF, 3, GiveUpAttempts},
-		{"GET refused", "GET", refused, 3, GiveUpAttempts},
-		{"POST reset", "POST", reset, 1, GiveUpUnsafeMethod},
-		{"POST EOF", "POST", io.EOF, 1, GiveUpUnsafeMethod},
-		{"POST refused (nothing sent)", "POST", refused, 3, GiveUpAttempts},
-		{"GET unknown authority", "GET", &wrappedTLSError{x509.UnknownAuthorityError{}}, 1, ""},
-		{"GET hostname mismatch", "GET", x509.HostnameError{Host: "x"}, 1, ""},
-		{"GET no such host", "GET", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, 1, ""},
-		{"GET temporary DNS failure", "GET", &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, 3, GiveUpAttempts},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			base := retrytest.NewScriptTransport(
-				retrytest.Step{Err: tt.err}, retrytest.Step{Err: tt.err}, retrytest.Step{Err: tt.err})
-			tr, _ := testTransport(base, WithMaxAttempts(3), WithBackoff(Constant(0)))
-			resp, err := tr.RoundTrip(newRequest(t, tt.method, "http://example.test/", nil))
-			if resp != nil {
-				t.Fatalf("RoundTrip returned a response and %v", err)
-			}
-			if got := base.Count(); got != tt.want {
-				t.Errorf("attempts = %d, want %d", got, tt.want)
-			}
-			var re *Error
-			if !errors.As(err, &re) {
-				t.Fatalf("error %v is not a *retryhttp.Error", err)
-			}
-			if re.Attempts != tt.want || re.Reason != tt.reason {
-				t.Errorf("Error{Attempts: %d, Reason: %q}, want {%d, %q}", re.Attempts, re.Reason, tt.want, tt.reason)
-			}
-			if !errors.Is(err, tt.err) && !errors.Is(err, errors.Unwrap(tt.err)) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tt.err)
-			}
-			if !strings.Contains(err.Error(), fmt.Sprintf("%d attempt", tt.want)) {
-				t.Errorf("error %q does not say how many attempts were made", err)
-			}
-		})
-	}
-}
-
-// wrappedTLSError wraps an error the way net/http wraps a TLS failure.
-type wrappedTLSError struct{ err error }
-
-func (e *wrappedTLSError) Error() string { return "tls: " + e.err.Error() }
-func (e *wrappedTLSError) Unwrap() error { return e.err }
 
 func TestCallerRequestUnmodified(t *testing.T) {
 	base := retrytest.NewScriptTransport(steps(503, 503)...)
@@ -384,57 +258,10 @@ func TestCallerCancelNotRetried(t *testing.T) {
 	}
 }
 
-func TestNestedTransportsOneOwner(t *testing.T) {
-	for _, wrap := range []string{"direct", "middleware", "unwrap middleware"} {
-		t.Run(wrap, func(t *testing.T) {
-			base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503, 503, 503, 503, 503, 503)...)
-			inner, _ := testTransport(base, WithMaxAttempts(3), WithBackoff(Constant(0)))
-			var mid http.RoundTripper = inner
-			switch wrap {
-			case "middleware":
-				mid = retrytest.RoundTripperFunc(inner.RoundTrip)
-			case "unwrap middleware":
-				mid = unwrapRT{inner}
-			}
-			outer, _ := testTransport(mid, WithMaxAttempts(3), WithBackoff(Constant(0)))
-			resp, err := outer.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if base.Count() != 3 {
-				t.Errorf("%d attempts reached the server, want 3 (one retry owner, not 3×3)", base.Count())
-			}
-		})
-	}
-}
-
 type unwrapRT struct{ rt http.RoundTripper }
 
 func (u unwrapRT) RoundTrip(r *http.Request) (*http.Response, error) { return u.rt.RoundTrip(r) }
 func (u unwrapRT) Unwrap() http.RoundTripper                         { return u.rt }
-
-func TestFindInner(t *testing.T) {
-	inner := New(nil)
-	tests := []struct {
-		name      string
-		base      http.RoundTripper
-		wantInner bool
-		wantMark  bool
-	}{
-		{"http.Transport", &http.Transport{}, false, false},
-		{"Transport", inner, true, false},
-		{"unwrap to http.Transport", unwrapRT{&http.Transport{}}, false, false},
-		{"unwrap to Transport", unwrapRT{inner}, false, true},
-		{"opaque", retrytest.RoundTripperFunc(nil), false, true},
-	}
-	for _, tt := range tests {
-		gotInner, gotMark := findInner(tt.base)
-		if (gotInner != nil) != tt.wantInner || gotMark != tt.wantMark {
-			t.Errorf("findInner(%s) = %v, %v; want inner %v, mark %v", tt.name, gotInner != nil, gotMark, tt.wantInner, tt.wantMark)
-		}
-	}
-}
 
 func TestInvalidOptionsPanicNamingOption(t *testing.T) {
 	tests := []struct {
@@ -620,86 +447,6 @@ func TestRealServerResetPOSTNotRetried(t *testing.T) {
 	}
 }
 
-// An attempt that hangs past the per-attempt timeout is retried, and the
-// body of the response returned is still readable well past it.
-func TestPerAttemptTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}},
-			retrytest.Step{Reply: retrytest.Reply{Body: "after the hang"}})
-		tr := New(base, WithBackoff(Constant(0)), WithBudget(nil), WithPerAttemptTimeout(50*time.Millisecond))
-		start := time.Now()
-		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if time.Since(start) != 50*time.Millisecond {
-			t.Errorf("answered after %v, want the 50ms of the hung attempt", time.Since(start))
-		}
-		time.Sleep(150 * time.Millisecond)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || string(b) != "after the hang" || base.Count() != 2 {
-			t.Errorf("body %q, %v after %d attempts; want %q after 2", b, err, base.Count(), "after the hang")
-		}
-	})
-}
-
-func TestPerAttemptTimeoutEveryAttempt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		hang := retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}}
-		base := retrytest.NewScriptTransport(hang, hang)
-		tr := New(base, WithMaxAttempts(2), WithBudget(nil), WithBackoff(Constant(0)), WithPerAttemptTimeout(30*time.Millisecond))
-		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
-		var ne net.Error
-		if resp != nil || !errors.Is(err, ErrAttemptTimeout) || !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("RoundTrip = %v, %v; want an attempt timeout", resp, err)
-		}
-		if errors.Is(err, context.Canceled) {
-			t.Errorf("an attempt timeout must not look like the caller's cancellation: %v", err)
-		}
-		if base.Count() != 2 {
-			t.Errorf("%d attempts, want 2", base.Count())
-		}
-	})
-}
-
-func TestSlowBodyOfReturnedResponseNotCut(t *testing.T) {
-	srv := retrytest.NewServer(retrytest.Reply{Body: "slowly", Fault: retrytest.SlowBody(15 * time.Millisecond)})
-	defer srv.Close()
-	tr, _ := testTransport(nil, WithPerAttemptTimeout(30*time.Millisecond))
-	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(resp.Body) // takes ~90ms, three times the per-attempt timeout
-	resp.Body.Close()
-	if err != nil || string(b) != "slowly" {
-		t.Errorf("body %q, %v; want %q", b, err, "slowly")
-	}
-}
-
 var _ = httptest.NewServer
 
 func dialRefused() error { return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED} }
-
-func TestAttemptHeader(t *testing.T) {
-	base := retrytest.NewScriptTransport(steps(503, 503)...)
-	tr, _ := testTransport(base, WithBackoff(Constant(0)), WithAttemptHeader("x-retry-attempt"))
-	req := newRequest(t, "GET", "http://example.test/", nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var got []string
-	for _, a := range base.Attempts() {
-		got = append(got, a.Header.Get("X-Retry-Attempt"))
-	}
-	if fmt.Sprint(got) != "[ 2 3]" {
-		t.Errorf("attempt headers %q, want none on the first attempt, then 2, 3", got)
-	}
-	if req.Header.Get("X-Retry-Attempt") != "" {
-		t.Error("the caller's request got the attempt header")
-	}
-}

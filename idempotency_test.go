@@ -1,0 +1,27 @@
+package retryhttp
+
+import "testing"
+
+func TestMethodDecisions(t *testing.T) {
+	for _, tc := range []decisionCase{
+		{name: "GET", method: "GET", step: answer(503), want: 3},
+		{name: "empty method", method: "", step: answer(503), want: 3},
+		{name: "HEAD", method: "HEAD", step: answer(503), want: 3},
+		{name: "OPTIONS", method: "OPTIONS", step: answer(503), want: 3},
+		{name: "TRACE", method: "TRACE", step: answer(503), want: 3},
+		{name: "PUT", method: "PUT", step: answer(503), want: 3},
+		{name: "DELETE", method: "DELETE", step: answer(503), want: 3},
+		{name: "POST", method: "POST", step: answer(503), want: 1},
+		{name: "PATCH", method: "PATCH", step: answer(503), want: 1},
+		{name: "CONNECT", method: "CONNECT", step: answer(503), want: 1},
+		{name: "LOCK", method: "LOCK", step: answer(503), want: 1},
+		{name: "POST with a key", method: "POST", header: "Idempotency-Key", step: answer(503), want: 3},
+		{name: "PATCH with an X- key", method: "PATCH", header: "X-Idempotency-Key", step: answer(503), want: 3},
+		// 409 Conflict: "still processing" for a keyed request, a real conflict otherwise.
+		{name: "keyed POST 409", method: "POST", header: "Idempotency-Key", step: answer(409), want: 3},
+		{name: "PUT 409", method: "PUT", step: answer(409), want: 1},
+		{name: "GET 409", method: "GET", step: answer(409), want: 1},
+	} {
+		runDecision(t, tc)
+	}
+}
