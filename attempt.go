@@ -62,7 +62,7 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		k.breaker = c.breaker.host(k.host)
 	}
 
-	k.keyed = hasIdempotencyKey(req.Header)
+	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))
 	if !k.keyed && c.keyMethods.has(method) {
 		k.header = req.Header.Clone()
 		k.header.Set(HeaderIdempotencyKey, c.keyGen())
@@ -261,6 +261,10 @@ func (k *call) sendChecked(r *http.Request) (*http.Response, error) {
 	}
 	if err == nil && resp == nil {
 		err = errNilResponse
+	}
+	if resp != nil && resp.Body == nil {
+		// As http.Client does for a base that leaves it nil.
+		resp.Body = http.NoBody
 	}
 	return resp, err
 }

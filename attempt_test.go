@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
@@ -90,5 +93,58 @@ func TestAttemptHeader(t *testing.T) {
 	}
 	if req.Header.Get("X-Retry-Attempt") != "" {
 		t.Error("the caller's request got the attempt header")
+	}
+}
+
+// A base that returns a nil Body is tolerated, as http.Client tolerates
+// it, with or without a per-attempt timeout.
+func TestNilResponseBody(t *testing.T) {
+	base := retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}}, nil
+	})
+	for _, d := range []time.Duration{0, time.Minute} {
+		resp, err := New(base, WithPerAttemptTimeout(d)).RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 0 || resp.Body.Close() != nil {
+			t.Errorf("per-attempt timeout %v: body %q, %v", d, b, err)
+		}
+	}
+}
+
+// With one attempt, a failure worth retrying gives up for attempts, whatever
+// the body, and a Backoff is given its own last value as prev, not the
+// Retry-After that stretched the wait.
+func TestReasonAndBackoffArgs(t *testing.T) {
+	var reasons []GiveUpReason
+	m := NewMetrics()
+	tr, _ := testTransport(retrytest.NewScriptTransport(steps(503)...), WithMaxAttempts(1), WithMetrics(m))
+	resp, _ := tr.RoundTrip(newRequest(t, "PUT", "http://h/", struct{ io.Reader }{strings.NewReader("x")}))
+	resp.Body.Close()
+	for _, r := range giveUpReasons {
+		if testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r))) > 0 {
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) != 1 || reasons[0] != GiveUpAttempts {
+		t.Errorf("WithMaxAttempts(1): give-ups %v, want [attempts]", reasons)
+	}
+
+	var prevs []time.Duration
+	bo := BackoffFunc(func(n int, prev time.Duration) time.Duration {
+		prevs = append(prevs, prev)
+		return time.Duration(n) * time.Millisecond
+	})
+	ra := retrytest.Step{Reply: retrytest.RetryAfter(503, "2")}
+	tr, _ = testTransport(retrytest.NewScriptTransport(ra, ra), WithBackoff(bo))
+	prevs = nil // New sampled the schedule's length
+	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(prevs) != 2 || prevs[0] != 0 || prevs[1] != time.Millisecond {
+		t.Errorf("Backoff was given prev %v, want [0 1ms]: its own values", prevs)
 	}
 }

@@ -65,6 +65,11 @@ func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all
 		}
 		n, rerr := readFull(body, buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if rerr == io.EOF && int64(len(buf)) > limit {
+			// Over the limit with its last bytes: sent once, and
+			// the body is still the caller's to close.
+			return buf, false, nil
+		}
 		if rerr == io.EOF {
 			body.Close()
 			return buf, true, nil

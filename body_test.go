@@ -219,3 +219,27 @@ func TestBodyLongerThanDeclaredSentOnce(t *testing.T) {
 		t.Errorf("%d attempts, %v; want the caller's body once", base.Count(), err)
 	}
 }
+
+// A body without GetBody longer than the limit, by one byte or more, of
+// declared or unknown length, is sent once, whole, and not retried.
+func TestBodyOverLimitSentOnce(t *testing.T) {
+	for _, n := range []int{1001, 1200} {
+		for _, declared := range []bool{true, false} {
+			base := retrytest.NewScriptTransport(steps(503)...)
+			tr, _ := testTransport(base, WithBodyBufferLimit(1000), WithBackoff(Constant(0)))
+			payload := strings.Repeat("x", n)
+			req := newRequest(t, "PUT", "http://h/", struct{ io.Reader }{strings.NewReader(payload)})
+			if declared {
+				req.ContentLength = int64(n)
+			}
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if a := base.Attempts(); len(a) != 1 || a[0].BodyLength != n {
+				t.Errorf("%d bytes (declared %v) over a 1000-byte limit: %d attempts, want 1 with the whole body", n, declared, len(a))
+			}
+		}
+	}
+}

@@ -79,6 +79,22 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Timeout reports whether the request ended on a timeout: the context's
+// deadline, or per-attempt timeouts. It keeps (*url.Error).Timeout,
+// os.IsTimeout and net.Error checks true, as they are with a bare
+// *http.Transport.
+func (e *Error) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// Temporary reports what the last error reports, where it says (net/http's
+// own timeouts and context.DeadlineExceeded say true).
+func (e *Error) Temporary() bool {
+	var t interface{ Temporary() bool }
+	return errors.As(e.Err, &t) && t.Temporary()
+}
+
 // ErrAttemptTimeout is what an attempt that outlived WithPerAttemptTimeout
 // ends with; errors.Is finds it in the error RoundTrip returns.
 var ErrAttemptTimeout = errors.New("retryhttp: attempt timed out")

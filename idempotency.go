@@ -6,6 +6,7 @@ package retryhttp
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -29,18 +30,32 @@ func idempotentMethod(method string) bool {
 }
 
 // hasIdempotencyKey reports whether h carries one of the two key headers.
-// Like net/http, it looks at the canonical names only and counts a header
-// that is present with a nil value (which net/http does not send but still
-// treats as a key).
-func hasIdempotencyKey(h http.Header) bool {
+// Like net/http, it counts a header that is present with a nil value (which
+// net/http does not send but still treats as a key). It looks at the
+// canonical names first, then, if thorough and neither is there, at every
+// key of h without regard to case, so that a key set by map assignment
+// (h["idempotency-key"]) is seen and never doubled by an injected one. The
+// loop is for non-idempotent methods only: a GET that succeeds does not pay
+// for it.
+func hasIdempotencyKey(h http.Header, thorough bool) bool {
 	if h == nil {
 		return false
 	}
-	_, ok := h[HeaderIdempotencyKey]
-	if !ok {
-		_, ok = h[HeaderXIdempotencyKey]
+	if _, ok := h[HeaderIdempotencyKey]; ok {
+		return true
 	}
-	return ok
+	if _, ok := h[HeaderXIdempotencyKey]; ok {
+		return true
+	}
+	if !thorough {
+		return false
+	}
+	for k := range h {
+		if strings.EqualFold(k, HeaderIdempotencyKey) || strings.EqualFold(k, HeaderXIdempotencyKey) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewUUIDKey returns a random (version 4) UUID in its plain 36-character

@@ -1,6 +1,10 @@
 package retryhttp
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/retryhttp/retryhttp/retrytest"
+)
 
 func TestMethodDecisions(t *testing.T) {
 	for _, tc := range []decisionCase{
@@ -23,5 +27,28 @@ func TestMethodDecisions(t *testing.T) {
 		{name: "GET 409", method: "GET", step: answer(409), want: 1},
 	} {
 		runDecision(t, tc)
+	}
+}
+
+// A key the caller set under a non-canonical header name (a map
+// assignment) is seen: the request is sent with it alone, never with an
+// injected second key, and it is retried as keyed.
+func TestNonCanonicalKeyNotDoubled(t *testing.T) {
+	base := retrytest.NewScriptTransport(steps(503)...)
+	tr, _ := testTransport(base, WithIdempotencyKeys(), WithBackoff(Constant(0)))
+	req := newRequest(t, "POST", "http://h/", nil)
+	req.Header["idempotency-key"] = []string{"mine"}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.Count() != 2 {
+		t.Fatalf("%d attempts, want 2: the keyed POST is retried", base.Count())
+	}
+	for i, a := range base.Attempts() {
+		if n := len(a.Header.Values(HeaderIdempotencyKey)); n != 0 || a.Header["idempotency-key"][0] != "mine" {
+			t.Errorf("attempt %d: %d injected keys and %q, want only the caller's", i+1, n, a.Header["idempotency-key"])
+		}
 	}
 }

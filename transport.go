@@ -110,7 +110,8 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return r.resp, nil
 		}
-		v := decide(k.facts(attempt, &r, prev))
+		f := k.facts(attempt, &r, prev)
+		v := decide(f)
 		var next io.ReadCloser
 		if v.giveUp == "" {
 			next, v = k.acquire(v, &r)
@@ -126,7 +127,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return k.giveUp(reason, attempt, &r, 0)
 		}
-		prev, body = v.delay, next
+		prev, body = f.backoff, next // the Backoff's own last value, not Retry-After's
 	}
 }
 
@@ -135,7 +136,8 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	c := k.c
 	f := facts{
 		attempt: n, maxAttempts: c.maxAttempts,
-		replayable: k.replayable, notSent: r.notSent, bodyOnce: k.mode == bodyOnce,
+		replayable: k.replayable, notSent: r.notSent,
+		bodyOnce: k.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
 		maxRA: c.maxRetryAfter,
 	}
 	if f.replayable || f.notSent {
