@@ -138,7 +138,7 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		attempt: n, maxAttempts: c.maxAttempts,
 		replayable: k.replayable, notSent: r.notSent,
 		bodyOnce: k.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
-		maxRA: c.maxRetryAfter,
+		maxRA:    c.maxRetryAfter,
 	}
 	if f.replayable || f.notSent {
 		f.backoff = c.backoff.Delay(n, prev)
