@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // staticTransport answers every request with the same response and
@@ -36,6 +37,8 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		{"defaults", plain()},
 		{"metrics", plain(WithMetrics(NewMetrics()), WithLogger(nil))},
 		{"no budget", plain(WithBudget(nil))},
+		{"no breaker", plain(WithRetryBreaker(BreakerConfig{Disabled: true}))},
+		{"max elapsed", plain(WithMaxElapsed(time.Minute))},
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/path", nil)
 	for _, tt := range tests {

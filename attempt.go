@@ -34,6 +34,7 @@ type call struct {
 	pass       holdMode     // how the next attempt passes the breaker
 	charged    bool         // the next attempt's retry was charged to the budget
 	firstFail  time.Time    // when the first attempt failed, if it did
+	start      time.Time    // when the first attempt began, with WithMaxElapsed only
 }
 
 // result is what one attempt ended with, classified once.
@@ -50,6 +51,9 @@ type result struct {
 // budget. It returns the first attempt's body.
 func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 	*k = call{c: c, req: req, ctx: req.Context(), host: req.URL.Host}
+	if c.maxElapsed > 0 {
+		k.start = c.clock.Now()
+	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -139,12 +143,15 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
 	if err == nil {
 		r.retryable = k.retryableStatus(resp.StatusCode)
-		return r
+	} else {
+		r.retryable = k.ctx.Err() == nil && classifyError(err) == errRetryable
+		// Nothing was written if no connection was had: the trace (for a
+		// request where it matters) saw none, and the error says so.
+		r.notSent = r.retryable && isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
 	}
-	r.retryable = k.ctx.Err() == nil && classifyError(err) == errRetryable
-	// Nothing was written if no connection was had: the trace (for a
-	// request where it matters) saw none, and the error says so.
-	r.notSent = r.retryable && isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
+	if k.c.retryIf != nil {
+		k.applyRetryIf(&r)
+	}
 	return r
 }
 

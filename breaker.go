@@ -62,7 +62,7 @@ type BreakerConfig struct {
 // nothing releases within its own backoff schedule gives up with its last
 // response. Each breaker state is per host and per Transport.
 func WithRetryBreaker(cfg BreakerConfig) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		switch {
 		case cfg.Threshold < 0:
 			return optErr(fmt.Sprintf("WithRetryBreaker(Threshold: %d)", cfg.Threshold), "threshold is negative")
@@ -75,7 +75,7 @@ func WithRetryBreaker(cfg BreakerConfig) Option {
 		}
 		c.breaker = newBreaker(cfg)
 		return nil
-	}}
+	}, name: "WithRetryBreaker"}
 }
 
 func newBreaker(cfg BreakerConfig) *breaker {
@@ -337,6 +337,9 @@ func (k *call) holdLimit() time.Time {
 	limit := k.firstFail.Add(k.c.schedule)
 	if mh := k.breaker.b.cfg.MaxHold; mh > 0 {
 		limit = k.c.clock.Now().Add(mh)
+	}
+	if me := k.c.maxElapsed; me > 0 && k.start.Add(me).Before(limit) {
+		limit = k.start.Add(me)
 	}
 	return limit
 }

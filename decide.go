@@ -21,6 +21,8 @@ type facts struct {
 	maxRA       time.Duration // WithMaxRetryAfter
 	untilDL     time.Duration // time left before the context deadline, if hasDL
 	hasDL       bool
+	untilME     time.Duration // time left of WithMaxElapsed, if hasME
+	hasME       bool
 }
 
 // verdict is what decide returns: a reason to give up, or the wait before
@@ -50,8 +52,11 @@ func decide(f facts) verdict {
 	if f.hasRA {
 		delay = max(delay, f.retryAfter)
 	}
-	if f.hasDL && delay >= f.untilDL {
+	switch {
+	case f.hasDL && delay >= f.untilDL:
 		return verdict{GiveUpDeadline, delay}
+	case f.hasME && delay > f.untilME:
+		return verdict{GiveUpMaxElapsed, delay}
 	}
 	return verdict{"", delay}
 }

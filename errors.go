@@ -25,6 +25,7 @@ const (
 	GiveUpAttempts     GiveUpReason = "attempts"      // WithMaxAttempts reached
 	GiveUpRetryAfter   GiveUpReason = "retry_after"   // Retry-After asks for more than WithMaxRetryAfter
 	GiveUpDeadline     GiveUpReason = "deadline"      // the wait would end past the context deadline
+	GiveUpMaxElapsed   GiveUpReason = "max_elapsed"   // the wait would end past WithMaxElapsed
 	GiveUpBudget       GiveUpReason = "budget"        // the host's retry budget is spent
 	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held by the breaker until its time ran out
 	GiveUpCircuitOpen  GiveUpReason = "circuit_open"  // BreakerConfig.FailFast: the host's breaker is open
@@ -32,7 +33,7 @@ const (
 
 // giveUpReasons lists every reason, for the metrics' series.
 var giveUpReasons = [...]GiveUpReason{GiveUpUnsafeMethod, GiveUpBody, GiveUpAttempts,
-	GiveUpRetryAfter, GiveUpDeadline, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen}
+	GiveUpRetryAfter, GiveUpDeadline, GiveUpMaxElapsed, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen}
 
 // phrase says the reason in words, for Error's text.
 func (r GiveUpReason) phrase() string {
@@ -47,6 +48,8 @@ func (r GiveUpReason) phrase() string {
 		return "Retry-After asks for a longer wait than allowed"
 	case GiveUpDeadline:
 		return "the next wait would pass the context deadline"
+	case GiveUpMaxElapsed:
+		return "the next wait would pass the request's time limit"
 	case GiveUpBudget:
 		return "the host's retry budget is spent"
 	case GiveUpBreaker:

@@ -98,6 +98,7 @@ retryhttp_giveups_total{name="api",reason="breaker"} 0
 retryhttp_giveups_total{name="api",reason="budget"} 1
 retryhttp_giveups_total{name="api",reason="circuit_open"} 0
 retryhttp_giveups_total{name="api",reason="deadline"} 1
+retryhttp_giveups_total{name="api",reason="max_elapsed"} 0
 retryhttp_giveups_total{name="api",reason="retry_after"} 1
 retryhttp_giveups_total{name="api",reason="unsafe_method"} 1
 `
@@ -199,3 +200,7 @@ func TestLogRecordsNeverCarrySecrets(t *testing.T) {
 }
 
 var _ = http.MethodGet
+
+func testutilCounter(m *Metrics, r GiveUpReason) float64 {
+	return testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r)))
+}

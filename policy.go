@@ -39,6 +39,10 @@ const (
 // which panics, naming the option, if one of them is invalid.
 type Option struct {
 	apply func(*config) error
+	// name is the option's, for WithRequestOptions' message; perRequest
+	// says that it may be given for one request (WithRequestOptions).
+	name       string
+	perRequest bool
 }
 
 // config is what the options resolve into, once, in New.
@@ -63,6 +67,8 @@ type config struct {
 	onRetry           func(RetryEvent)
 	name              string
 	attemptHeader     string
+	maxElapsed        time.Duration
+	retryIf           func(*http.Response, error) Decision
 	clock             clock
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 }
@@ -133,26 +139,26 @@ func optErr(option string, format string, args ...any) error {
 // WithMaxAttempts sets how many attempts a request may take in all, the
 // first included. The default is 4; 1 means never retry. n < 1 is invalid.
 func WithMaxAttempts(n int) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if n < 1 {
 			return optErr(fmt.Sprintf("WithMaxAttempts(%d)", n), "attempts must be at least 1")
 		}
 		c.maxAttempts = n
 		return nil
-	}}
+	}, name: "WithMaxAttempts", perRequest: true}
 }
 
 // WithBackoff sets how long to wait before each retry. The default is
 // FullJitter(200*time.Millisecond, 10*time.Second). A Retry-After header
 // can stretch a wait, and a context deadline cuts retries short.
 func WithBackoff(b Backoff) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if b == nil {
 			return optErr("WithBackoff(nil)", "a Backoff is required")
 		}
 		c.backoff = b
 		return nil
-	}}
+	}, name: "WithBackoff", perRequest: true}
 }
 
 // WithRetryableStatuses replaces the set of status codes that are retried.
@@ -163,7 +169,7 @@ func WithBackoff(b Backoff) Option {
 // codes, no status is retried, only transport errors. Codes outside
 // 100..999 are invalid.
 func WithRetryableStatuses(codes ...int) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		var s statusSet
 		for _, code := range codes {
 			if code < 100 || code > 999 {
@@ -173,7 +179,7 @@ func WithRetryableStatuses(codes ...int) Option {
 		}
 		c.statuses, c.customStatuses = s, true
 		return nil
-	}}
+	}, name: "WithRetryableStatuses", perRequest: true}
 }
 
 // WithPerAttemptTimeout bounds each attempt's wait for response headers. An
@@ -182,26 +188,42 @@ func WithRetryableStatuses(codes ...int) Option {
 // is read under the caller's context alone and is never cut off by it. The
 // default, 0, sets no per-attempt timeout. d < 0 is invalid.
 func WithPerAttemptTimeout(d time.Duration) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithPerAttemptTimeout(%v)", d), "timeout is negative")
 		}
 		c.perAttemptTimeout = d
 		return nil
-	}}
+	}, name: "WithPerAttemptTimeout", perRequest: true}
+}
+
+// WithMaxElapsed bounds a request's total time: no wait starts that would
+// end more than d after its first attempt began. The last response (or
+// error) is then returned at once, with give-up reason "max_elapsed", as
+// for a context deadline; unlike http.Client.Timeout, it never cuts the
+// body of the response that is returned. The default, 0, sets no limit;
+// d < 0 is invalid. It may be given for one request (WithRequestOptions).
+func WithMaxElapsed(d time.Duration) Option {
+	return Option{apply: func(c *config) error {
+		if d < 0 {
+			return optErr(fmt.Sprintf("WithMaxElapsed(%v)", d), "duration is negative")
+		}
+		c.maxElapsed = d
+		return nil
+	}, name: "WithMaxElapsed", perRequest: true}
 }
 
 // WithMaxRetryAfter sets the longest Retry-After that is honoured. A
 // retryable response asking for a longer wait is returned at once, without
 // waiting. The default is 30s. d < 0 is invalid.
 func WithMaxRetryAfter(d time.Duration) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "duration is negative")
 		}
 		c.maxRetryAfter = d
 		return nil
-	}}
+	}, name: "WithMaxRetryAfter", perRequest: true}
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body that has no
@@ -211,13 +233,13 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // that only requests without a body or with GetBody are retried. n < 0 is
 // invalid.
 func WithBodyBufferLimit(n int64) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if n < 0 {
 			return optErr(fmt.Sprintf("WithBodyBufferLimit(%d)", n), "limit is negative")
 		}
 		c.bodyLimit = n
 		return nil
-	}}
+	}, name: "WithBodyBufferLimit"}
 }
 
 // WithIdempotencyKeys makes the Transport add an Idempotency-Key header to
@@ -227,7 +249,7 @@ func WithBodyBufferLimit(n int64) Option {
 // retry; a key the caller set is never replaced. Keys come from NewUUIDKey
 // unless WithKeyGenerator says otherwise. The default injects no keys.
 func WithIdempotencyKeys(methods ...string) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if len(methods) == 0 {
 			methods = []string{http.MethodPost}
 		}
@@ -238,30 +260,30 @@ func WithIdempotencyKeys(methods ...string) Option {
 		}
 		c.keyMethods = append(methodSet(nil), methods...)
 		return nil
-	}}
+	}, name: "WithIdempotencyKeys"}
 }
 
 // WithKeyGenerator sets the function that makes idempotency keys for
 // WithIdempotencyKeys, for example NewQuotedUUIDKey. The default is
 // NewUUIDKey. It must be safe for concurrent use.
 func WithKeyGenerator(gen func() string) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if gen == nil {
 			return optErr("WithKeyGenerator(nil)", "a generator is required")
 		}
 		c.keyGen = gen
 		return nil
-	}}
+	}, name: "WithKeyGenerator"}
 }
 
 // WithBudget sets the retry Budget. The default is a Budget of its own for
 // each Transport, NewBudget(0.1, 10); pass one Budget to several
 // Transports to make them share it, or nil to disable the budget.
 func WithBudget(b *Budget) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		c.budget = b
 		return nil
-	}}
+	}, name: "WithBudget"}
 }
 
 // WithLogger makes the Transport log one record per scheduled retry (at
@@ -269,10 +291,10 @@ func WithBudget(b *Budget) Option {
 // query, attempt, maximum attempts, delay and reason. Header values and
 // query strings are never logged. The default logs nothing.
 func WithLogger(l *slog.Logger) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		c.logger = l
 		return nil
-	}}
+	}, name: "WithLogger"}
 }
 
 // WithOnRetry sets a function called before each wait for a retry, on the
@@ -280,20 +302,20 @@ func WithLogger(l *slog.Logger) Option {
 // attached without a dependency. It must not keep or modify ev.Request and
 // must return quickly. The default is none.
 func WithOnRetry(f func(ev RetryEvent)) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		c.onRetry = f
 		return nil
-	}}
+	}, name: "WithOnRetry"}
 }
 
 // WithName names the Transport in metrics (the "name" label), so that
 // several Transports sharing one Metrics can be told apart. The default is
 // "default".
 func WithName(name string) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		c.name = name
 		return nil
-	}}
+	}, name: "WithName"}
 }
 
 // WithAttemptHeader makes every retry carry the request header name with
@@ -302,13 +324,13 @@ func WithName(name string) Option {
 // attempts do not carry it, so that it costs them nothing. The default
 // adds no header. An empty or invalid header name is invalid.
 func WithAttemptHeader(name string) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		if !validHeaderName(name) {
 			return optErr(fmt.Sprintf("WithAttemptHeader(%q)", name), "not a valid header name")
 		}
 		c.attemptHeader = http.CanonicalHeaderKey(name)
 		return nil
-	}}
+	}, name: "WithAttemptHeader"}
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.
@@ -327,10 +349,10 @@ func validHeaderName(name string) bool {
 
 // withClock replaces the clock; tests use it to run without real sleeps.
 func withClock(cl clock) Option {
-	return Option{func(c *config) error {
+	return Option{apply: func(c *config) error {
 		c.clock = cl
 		return nil
-	}}
+	}, name: "withClock"}
 }
 
 // clock is the seam between the retry loop and real time.

@@ -87,7 +87,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// one attempt, and the base's own answer.
 		return c.send(req)
 	}
-	return c.roundTrip(req)
+	return c.forRequest(req.Context()).roundTrip(req)
 }
 
 func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
@@ -152,6 +152,9 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	}
 	if dl, ok := k.ctx.Deadline(); ok {
 		f.untilDL, f.hasDL = dl.Sub(now), true
+	}
+	if c.maxElapsed > 0 {
+		f.untilME, f.hasME = k.start.Add(c.maxElapsed).Sub(now), true
 	}
 	return f
 }

@@ -1,0 +1,132 @@
+package retryhttp
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The mission's template, as JSON, becomes one named Transport per
+// dependency with the options it says.
+func TestLoadPolicies(t *testing.T) {
+	f, err := os.Open("testdata/policies.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ps, err := LoadPolicies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trs, err := ps.Transports(nil, WithMaxAttempts(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trs) != 2 {
+		t.Fatalf("%d transports, want 2", len(trs))
+	}
+	rates := trs["shipping-rates"].c
+	if rates.name != "shipping-rates" || rates.maxAttempts != 3 || rates.backoff != (fullJitter{100 * time.Millisecond, 2 * time.Second}) ||
+		rates.perAttemptTimeout != 800*time.Millisecond || rates.maxElapsed != 3*time.Second ||
+		rates.budget == nil || rates.budget.ratio != 0.1 || rates.budget.floor != 100 || rates.keyMethods != nil {
+		t.Errorf("shipping-rates: %+v", rates)
+	}
+	for code, want := range map[int]bool{429: true, 503: true, 500: false, 501: false, 408: false} {
+		if rates.statuses.has(code) != want {
+			t.Errorf("shipping-rates retries %d: %v, want %v", code, !want, want)
+		}
+	}
+	pay := trs["payments"].c
+	if pay.name != "payments" || pay.maxAttempts != 5 || pay.backoff != (decorrelatedJitter{200 * time.Millisecond, 5 * time.Second}) ||
+		!pay.keyMethods.has("POST") || pay.breaker == nil || !pay.breaker.cfg.FailFast {
+		t.Errorf("payments: %+v", pay)
+	}
+}
+
+// Every broken file is refused with an error that names the dependency and
+// the field.
+func TestLoadPoliciesErrors(t *testing.T) {
+	tests := []struct{ json, want string }{
+		{`{"a": {"max_attempts_total": -1}}`, `policy "a": field max_attempts_total`},
+		{`{"a": {"max_attempts_total": "3"}}`, `policy "a": field max_attempts_total`},
+		{`{"a": {"backoff": "linear"}}`, `policy "a": field backoff`},
+		{`{"a": {"initial_delay": "fast"}}`, `policy "a": field initial_delay: time: invalid duration "fast"`},
+		{`{"a": {"initial_delay": 100}}`, `policy "a": field initial_delay: a duration must be a string`},
+		{`{"a": {"budget": {"max_retry_ratio": "high"}}}`, `policy "a": field budget.max_retry_ratio`},
+		{`{"a": {"initial_delay": "2s", "max_delay": "1s"}}`, `policy "a": field max_delay`},
+		{`{"a": {"retryable_status": [42]}}`, `policy "a": field retryable_status`},
+		{`{"a": {"retryable_status": [503], "non_retryable_status": [503]}}`, `policy "a": field non_retryable_status`},
+		{`{"a": {"per_attempt_timeout": "-1s"}}`, `policy "a": field per_attempt_timeout`},
+		{`{"a": {"max_elapsed": "-1s"}}`, `policy "a": field max_elapsed`},
+		{`{"a": {"budget": {"max_retry_ratio": -0.5}}}`, `policy "a": field budget.max_retry_ratio`},
+		{`{"a": {"breaker": {"threshold": -1}}}`, `policy "a": field breaker.threshold`},
+		{`{"a": {"idempotency_keys": ["PO ST"]}}`, `policy "a": field idempotency_keys`},
+		{`{"a": {"retries": 3}}`, `policy "a": field retries: json: unknown field "retries"`},
+		{`{"a": {}, "b": {"max_delay": "x"}}`, `policy "b": field max_delay`},
+		{`[1, 2]`, `policies`},
+		{`{"a": {}} {}`, `more than one JSON value`},
+	}
+	for _, tt := range tests {
+		_, err := LoadPolicies(strings.NewReader(tt.json))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("LoadPolicies(%s) = %v, want an error with %q", tt.json, err, tt.want)
+		}
+	}
+}
+
+func TestPolicyZeroKeepsDefaults(t *testing.T) {
+	opts, err := Policy{}.Options()
+	if err != nil || len(opts) != 0 {
+		t.Errorf("Policy{}.Options() = %d options, %v; want none", len(opts), err)
+	}
+	opts, err = Policy{RetryableStatus: []int{}}.Options()
+	c, _ := newConfig(nil, opts)
+	if err != nil || c.statuses != (statusSet{}) {
+		t.Errorf("an empty retryable_status must retry no status: %v, %v", c.statuses, err)
+	}
+}
+
+// FuzzPolicy: decoding any input never panics, and every policy that is
+// accepted builds a Transport.
+func FuzzPolicy(f *testing.F) {
+	seed, _ := os.ReadFile("testdata/policies.json")
+	f.Add(seed)
+	f.Add([]byte(`{"max_attempts_total": 2, "backoff": "constant", "initial_delay": "1s"}`))
+	f.Add([]byte(`{"retryable_status": [], "non_retryable_status": [503]}`))
+	f.Add([]byte(`{"budget": {"max_retry_ratio": 1e308, "min_retries_per_second": 0}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParsePolicy(data)
+		if err != nil {
+			return
+		}
+		opts, err := p.Options()
+		if err != nil {
+			return
+		}
+		if _, err := newConfig(nil, opts); err != nil {
+			t.Fatalf("policy %s accepted, but its options are refused: %v", data, err)
+		}
+	})
+}
+
+func TestBudgetSpecFloor(t *testing.T) {
+	for _, tt := range []struct {
+		json string
+		want float64 // the floor over the window
+	}{
+		{`{"budget": {"max_retry_ratio": 0.2}}`, 100},
+		{`{"budget": {"max_retry_ratio": 0.2, "min_retries_per_second": 0}}`, 0},
+		{`{"budget": {"max_retry_ratio": 0.2, "min_retries_per_second": 1}}`, 10},
+	} {
+		p, err := ParsePolicy([]byte(tt.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := p.Options()
+		c, _ := newConfig(nil, opts)
+		if err != nil || c.budget.floor != tt.want || c.budget.ratio != 0.2 {
+			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, c.budget.floor, c.budget.ratio, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+// This file holds per-request control: options carried by a request's
+// context, so that code deep in an SDK call can change one request's
+// policy without seeing the Transport.
+
+package retryhttp
+
+import (
+	"context"
+	"fmt"
+)
+
+type requestOptionsKey struct{}
+
+// requestOptions are the options of one request, already validated.
+type requestOptions struct{ opts []Option }
+
+// WithRequestOptions returns a context that carries opts for the requests
+// made with it: they apply on top of the Transport's own options, for
+// those requests only. Only the per-request subset is accepted:
+// WithMaxAttempts, WithBackoff, WithRetryableStatuses,
+// WithPerAttemptTimeout, WithMaxRetryAfter, WithMaxElapsed and
+// WithRetryIf. Like New, it panics, naming the option, if an option is
+// invalid or is not one of those. A request without them costs nothing
+// more than one context lookup.
+func WithRequestOptions(ctx context.Context, opts ...Option) context.Context {
+	var scratch config
+	for _, o := range opts {
+		if o.apply == nil {
+			continue
+		}
+		if !o.perRequest {
+			name := o.name
+			if name == "" {
+				name = "this option"
+			}
+			panic(fmt.Sprintf("retryhttp: WithRequestOptions: %s applies to a Transport, not to one request", name))
+		}
+		if err := o.apply(&scratch); err != nil {
+			panic(err)
+		}
+	}
+	if prev, ok := ctx.Value(requestOptionsKey{}).(*requestOptions); ok {
+		opts = append(append([]Option(nil), prev.opts...), opts...)
+	}
+	return context.WithValue(ctx, requestOptionsKey{}, &requestOptions{opts})
+}
+
+// NoRetry returns a context whose requests are sent once: the short way of
+// WithRequestOptions(ctx, WithMaxAttempts(1)).
+func NoRetry(ctx context.Context) context.Context {
+	return WithRequestOptions(ctx, WithMaxAttempts(1))
+}
+
+// forRequest returns c with the request's own options applied, or c itself
+// when ctx carries none.
+func (c *config) forRequest(ctx context.Context) *config {
+	ro, ok := ctx.Value(requestOptionsKey{}).(*requestOptions)
+	if !ok {
+		return c
+	}
+	rc := *c
+	for _, o := range ro.opts {
+		o.apply(&rc) // validated by WithRequestOptions
+	}
+	rc.schedule = scheduleLength(rc.backoff, rc.maxAttempts)
+	return &rc
+}
