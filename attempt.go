@@ -6,7 +6,6 @@
 package retryhttp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -25,7 +24,7 @@ type call struct {
 	host       string
 	header     http.Header // req.Header with an injected key, or nil
 	mode       bodyMode
-	buf        []byte
+	buf        chunks
 	keyed      bool
 	replayable bool
 	gotConn    *atomic.Bool // set by the trace of a request that is not replayable
@@ -73,7 +72,11 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		k.keyed = true
 	}
 	k.replayable = k.keyed || idempotentMethod(method)
-	if !k.replayable {
+	if !k.replayable && !c.plainBase {
+		// Whether a dial error means that nothing was sent: over an
+		// *http.Transport it does (it sends a request that is not
+		// replayable on one connection only, and resends others only
+		// when nothing was written), so the trace is for other bases.
 		k.gotConn = new(atomic.Bool)
 	}
 
@@ -96,8 +99,12 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		case !all:
 			// Too long to buffer: send what was read and the rest of
 			// the caller's body, once.
-			k.mode, first = bodyOnce, onceBody{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
-		case req.ContentLength > 0 && int64(len(buf)) != req.ContentLength:
+			first = req.Body
+			if len(buf) > 0 {
+				first = onceBody{io.MultiReader(newReplayBody(buf), req.Body), req.Body}
+			}
+			k.mode = bodyOnce
+		case req.ContentLength > 0 && buf.size() != req.ContentLength:
 			// Not the length it declares: the base will reject it, once.
 			k.mode, first = bodyOnce, newReplayBody(buf)
 		default:

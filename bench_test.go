@@ -177,26 +177,51 @@ func BenchmarkGETParallel64(b *testing.B) { benchParallel(b, 64) }
 // opaque hides a reader's type so that http.NewRequest sets no GetBody.
 type opaque struct{ io.Reader }
 
+// BenchmarkPOST64KiB sends a 64 KiB POST that succeeds at once, with the
+// body in each of the forms a caller gives: with GetBody (bytes.Reader),
+// keyed or not; without GetBody, of declared length; and without GetBody
+// or a length (sent chunked: a file, a pipe, an encoder).
 func BenchmarkPOST64KiB(b *testing.B) {
+	benchPOST(b, 64<<10, []postCase{
+		{"GetBody", true, true, true},
+		{"GetBody-nokey", true, true, false},
+		{"noGetBody", false, true, true},
+		{"chunked", false, false, true},
+	})
+}
+
+// BenchmarkPOSTOverLimit sends a 4 MiB body that declares its length,
+// over the 1 MiB buffer limit: it is never retried, so it must cost
+// nothing over bare.
+func BenchmarkPOSTOverLimit(b *testing.B) {
+	benchPOST(b, 4<<20, []postCase{{"noGetBody", false, true, true}})
+}
+
+type postCase struct {
+	name                   string
+	getBody, declared, key bool
+}
+
+func benchPOST(b *testing.B, size int, cases []postCase) {
 	srv := benchServer(b)
-	payload := bytes.Repeat([]byte("x"), 64<<10)
-	for _, getBody := range []bool{true, false} {
-		name := "GetBody"
-		if !getBody {
-			name = "noGetBody"
-		}
+	payload := bytes.Repeat([]byte("x"), size)
+	for _, pc := range cases {
 		for _, c := range successContenders()[:2] {
-			b.Run("body="+name+"/rt="+c.name, func(b *testing.B) {
+			b.Run("body="+pc.name+"/rt="+c.name, func(b *testing.B) {
 				rt := c.rt()
 				defer closeIdle(rt)
 				newReq := func() *http.Request {
 					var body io.Reader = bytes.NewReader(payload)
-					if !getBody {
+					if !pc.getBody {
 						body = opaque{body}
 					}
 					req, _ := http.NewRequest("POST", srv.URL, body)
-					req.ContentLength = int64(len(payload))
-					req.Header.Set(HeaderIdempotencyKey, "bench")
+					if pc.declared {
+						req.ContentLength = int64(len(payload))
+					}
+					if pc.key {
+						req.Header.Set(HeaderIdempotencyKey, "bench")
+					}
 					return req
 				}
 				roundTrip(b, rt, newReq())

@@ -7,6 +7,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"slices"
 	"context"
 	"io"
 	"net/http"
@@ -23,18 +24,43 @@ const (
 	bodyOnce                     // the body is longer than the buffer limit: one attempt only
 )
 
-// bufferBody reads up to limit+1 bytes of body, so that it can tell a body
-// that fits from one that does not. All is true when it read the whole body
-// and closed it; otherwise buf holds what was read and the rest is still in
-// body. A body of declared length is read into one allocation of exactly
-// that size.
-func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all bool, err error) {
-	if contentLength > 0 && contentLength <= limit {
-		buf = make([]byte, contentLength)
+// chunks holds a request body in memory as a list of chunks, in order:
+// filling it never copies what was read before, and replaying it reads the
+// chunks in turn.
+type chunks [][]byte
+
+// size returns the number of bytes held.
+func (cs chunks) size() int64 {
+	var n int64
+	for _, c := range cs {
+		n += int64(len(c))
+	}
+	return n
+}
+
+// minChunk is the first chunk's size for a body of unknown length. Later
+// ones double up to 4 KiB, then are a twelfth of what was read so far, so
+// that at most 4 KiB or a twelfth of the memory is left unused, in the last
+// chunk, with few chunks.
+const minChunk = 512
+
+// bufferBody reads body into memory so that it can be sent again, if it
+// fits in limit bytes. All is true when it read the whole body and closed
+// it; otherwise cs holds what was read and the rest is still in body. A
+// body that declares a length over the limit is not read at all; one of a
+// declared length within it is read into one allocation of exactly that
+// size; one of unknown length into chunks that grow with it, each read
+// once and never copied.
+func bufferBody(body io.ReadCloser, contentLength, limit int64) (cs chunks, all bool, err error) {
+	if contentLength > limit {
+		return nil, false, nil
+	}
+	if contentLength > 0 {
+		buf := make([]byte, contentLength)
 		n, err := readFull(body, buf)
 		if err == io.EOF { // shorter than declared
 			body.Close()
-			return buf[:n], true, nil
+			return chunks{buf[:n]}, true, nil
 		}
 		if err != nil {
 			body.Close()
@@ -45,40 +71,42 @@ func bufferBody(body io.ReadCloser, contentLength, limit int64) (buf []byte, all
 		m, err := readFull(body, probe[:])
 		switch {
 		case m > 0: // longer than declared
-			return append(buf, probe[0]), false, nil
+			return chunks{buf, probe[:]}, false, nil
 		case err == io.EOF:
 			body.Close()
-			return buf, true, nil
+			return chunks{buf}, true, nil
 		default:
 			body.Close()
 			return nil, false, err
 		}
 	}
-	buf = make([]byte, 0, min(512, limit+1))
-	for {
-		if int64(len(buf)) > limit {
-			return buf, false, nil
+	var total int64
+	cs = make(chunks, 0, 16)
+	for range 1 << 20 { // each turn reads at least one byte or ends
+		size := min(max(minChunk, min(total, 4<<10), total/12), limit+1-total)
+		// The allocator rounds a size up to its size class: take the
+		// whole of it, so that nothing allocated goes unused.
+		chunk := slices.Grow([]byte(nil), int(size))
+		chunk = chunk[:min(int64(cap(chunk)), limit+1-total)]
+		n, rerr := readFull(body, chunk)
+		if n > 0 {
+			cs = append(cs, chunk[:n])
+			total += int64(n)
 		}
-		if len(buf) == cap(buf) {
-			grown := min(int64(cap(buf))*2, limit+1)
-			buf = append(buf[:cap(buf)], make([]byte, grown-int64(cap(buf)))...)[:len(buf)]
-		}
-		n, rerr := readFull(body, buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if rerr == io.EOF && int64(len(buf)) > limit {
-			// Over the limit with its last bytes: sent once, and
-			// the body is still the caller's to close.
-			return buf, false, nil
-		}
-		if rerr == io.EOF {
+		switch {
+		case total > limit:
+			// Over the limit: sent once, and the rest of the body (if
+			// any) is still the caller's to send and close.
+			return cs, false, nil
+		case rerr == io.EOF:
 			body.Close()
-			return buf, true, nil
-		}
-		if rerr != nil {
+			return cs, true, nil
+		case rerr != nil:
 			body.Close()
 			return nil, false, rerr
 		}
 	}
+	return nil, false, io.ErrNoProgress
 }
 
 // readFull is io.ReadFull that reports a body that ends early as io.EOF
@@ -100,16 +128,46 @@ func readFull(r io.Reader, p []byte) (int, error) {
 	return n, nil
 }
 
-// replayBody serves one attempt's copy of a buffered body.
-type replayBody struct{ bytes.Reader }
-
-func (*replayBody) Close() error { return nil }
-
-func newReplayBody(buf []byte) io.ReadCloser {
-	b := new(replayBody)
-	b.Reset(buf)
-	return b
+// newReplayBody serves one attempt's copy of a buffered body. One chunk
+// is served as io.NopCloser(*bytes.Reader), which net/http knows to be in
+// memory, so that it writes a small body with the headers in one write.
+func newReplayBody(cs chunks) io.ReadCloser {
+	switch len(cs) {
+	case 0:
+		return http.NoBody
+	case 1:
+		return io.NopCloser(bytes.NewReader(cs[0]))
+	}
+	return &chunkReader{cs: cs}
 }
+
+// chunkReader reads chunks in turn.
+type chunkReader struct {
+	cs  chunks
+	i   int
+	off int
+}
+
+// Read fills p from as many chunks as it takes, so that a chunked
+// request body goes out in frames as large as the caller's buffer, not
+// one per chunk (net/http flushes after each frame).
+func (r *chunkReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.i < len(r.cs) {
+		m := copy(p[n:], r.cs[r.i][r.off:])
+		n += m
+		r.off += m
+		if r.off == len(r.cs[r.i]) {
+			r.i, r.off = r.i+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (*chunkReader) Close() error { return nil }
 
 // onceBody sends a body too long to buffer: the part already read, then the
 // rest of the caller's body, which it closes.

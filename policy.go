@@ -50,6 +50,7 @@ type config struct {
 	base              http.RoundTripper
 	inner             *Transport // base is itself a Transport: call it once per attempt
 	markOwner         bool       // a Transport hides deeper in base: tell it by context
+	plainBase         bool       // base is an *http.Transport: its dial errors mean nothing was sent
 	maxAttempts       int
 	backoff           Backoff
 	statuses          statusSet
@@ -102,6 +103,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		c.base = cleanhttp.DefaultPooledTransport()
 	}
 	c.inner, c.markOwner = findInner(c.base)
+	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
