@@ -7,10 +7,10 @@ package retryhttp
 
 import (
 	"bytes"
-	"slices"
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
