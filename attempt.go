@@ -7,7 +7,6 @@ package retryhttp
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -25,6 +24,7 @@ type call struct {
 	header     http.Header // req.Header with an injected key, or nil
 	mode       bodyMode
 	buf        chunks
+	tee        *teeBody // the first attempt's body, while it is being kept
 	keyed      bool
 	replayable bool
 	gotConn    *atomic.Bool // set by the trace of a request that is not replayable
@@ -87,29 +87,13 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 	switch {
 	case req.GetBody != nil:
 		k.mode = bodyGetBody
-	case c.maxAttempts == 1:
+	case c.maxAttempts == 1 || req.ContentLength > c.bodyLimit:
+		// Never retried, or too long to keep: sent once, as it is.
 		k.mode = bodyOnce
 	default:
-		buf, all, err := bufferBody(req.Body, req.ContentLength, c.bodyLimit)
-		if err != nil {
-			return nil, &Error{Err: fmt.Errorf("reading request body: %w", err)}
-		}
-		k.buf, k.mode = buf, bodyBuffered
-		switch {
-		case !all:
-			// Too long to buffer: send what was read and the rest of
-			// the caller's body, once.
-			first = req.Body
-			if len(buf) > 0 {
-				first = onceBody{io.MultiReader(newReplayBody(buf), req.Body), req.Body}
-			}
-			k.mode = bodyOnce
-		case req.ContentLength > 0 && buf.size() != req.ContentLength:
-			// Not the length it declares: the base will reject it, once.
-			k.mode, first = bodyOnce, newReplayBody(buf)
-		default:
-			first = newReplayBody(buf)
-		}
+		// Kept while the first attempt sends it (tee.go).
+		k.tee = newTeeBody(req.Body, req.ContentLength, c.bodyLimit)
+		k.mode, first = bodyTee, k.tee
 	}
 	return first, nil
 }
@@ -121,6 +105,17 @@ func (k *call) nextBody() (io.ReadCloser, error) {
 		return k.req.GetBody()
 	case bodyBuffered:
 		return newReplayBody(k.buf), nil
+	case bodyTee:
+		cs, err := k.tee.rest(k.ctx)
+		if err != nil {
+			return nil, err
+		}
+		if k.req.ContentLength > 0 && cs.size() != k.req.ContentLength {
+			// Not the length it declares: no attempt can send it.
+			return nil, errLengthMismatch
+		}
+		k.buf, k.mode = cs, bodyBuffered
+		return newReplayBody(cs), nil
 	}
 	return k.req.Body, nil
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -21,6 +20,7 @@ const (
 	bodyNone     bodyMode = iota // no body: every attempt sends the request as is
 	bodyGetBody                  // req.GetBody makes a fresh body for each retry, no copy
 	bodyBuffered                 // the whole body is in a buffer that each attempt replays
+	bodyTee                      // the first attempt sends the body and keeps it (tee.go)
 	bodyOnce                     // the body is longer than the buffer limit: one attempt only
 )
 
@@ -43,90 +43,6 @@ func (cs chunks) size() int64 {
 // that at most 4 KiB or a twelfth of the memory is left unused, in the last
 // chunk, with few chunks.
 const minChunk = 512
-
-// bufferBody reads body into memory so that it can be sent again, if it
-// fits in limit bytes. All is true when it read the whole body and closed
-// it; otherwise cs holds what was read and the rest is still in body. A
-// body that declares a length over the limit is not read at all; one of a
-// declared length within it is read into one allocation of exactly that
-// size; one of unknown length into chunks that grow with it, each read
-// once and never copied.
-func bufferBody(body io.ReadCloser, contentLength, limit int64) (cs chunks, all bool, err error) {
-	if contentLength > limit {
-		return nil, false, nil
-	}
-	if contentLength > 0 {
-		buf := make([]byte, contentLength)
-		n, err := readFull(body, buf)
-		if err == io.EOF { // shorter than declared
-			body.Close()
-			return chunks{buf[:n]}, true, nil
-		}
-		if err != nil {
-			body.Close()
-			return nil, false, err
-		}
-		// Make sure it ends where it says, without growing the buffer.
-		var probe [1]byte
-		m, err := readFull(body, probe[:])
-		switch {
-		case m > 0: // longer than declared
-			return chunks{buf, probe[:]}, false, nil
-		case err == io.EOF:
-			body.Close()
-			return chunks{buf}, true, nil
-		default:
-			body.Close()
-			return nil, false, err
-		}
-	}
-	var total int64
-	cs = make(chunks, 0, 16)
-	for range 1 << 20 { // each turn reads at least one byte or ends
-		size := min(max(minChunk, min(total, 4<<10), total/12), limit+1-total)
-		// The allocator rounds a size up to its size class: take the
-		// whole of it, so that nothing allocated goes unused.
-		chunk := slices.Grow([]byte(nil), int(size))
-		chunk = chunk[:min(int64(cap(chunk)), limit+1-total)]
-		n, rerr := readFull(body, chunk)
-		if n > 0 {
-			cs = append(cs, chunk[:n])
-			total += int64(n)
-		}
-		switch {
-		case total > limit:
-			// Over the limit: sent once, and the rest of the body (if
-			// any) is still the caller's to send and close.
-			return cs, false, nil
-		case rerr == io.EOF:
-			body.Close()
-			return cs, true, nil
-		case rerr != nil:
-			body.Close()
-			return nil, false, rerr
-		}
-	}
-	return nil, false, io.ErrNoProgress
-}
-
-// readFull is io.ReadFull that reports a body that ends early as io.EOF
-// and gives up on a reader that keeps returning nothing.
-func readFull(r io.Reader, p []byte) (int, error) {
-	n, empty := 0, 0
-	for n < len(p) {
-		m, err := r.Read(p[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-		if m == 0 {
-			if empty++; empty > 100 {
-				return n, io.ErrNoProgress
-			}
-		}
-	}
-	return n, nil
-}
 
 // newReplayBody serves one attempt's copy of a buffered body. One chunk
 // is served as io.NopCloser(*bytes.Reader), which net/http knows to be in
@@ -168,13 +84,6 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 }
 
 func (*chunkReader) Close() error { return nil }
-
-// onceBody sends a body too long to buffer: the part already read, then the
-// rest of the caller's body, which it closes.
-type onceBody struct {
-	io.Reader
-	io.Closer
-}
 
 const (
 	// maxDrain bounds what is read of a discarded response so that its

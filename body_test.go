@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -152,49 +153,57 @@ func TestDiscardIsBounded(t *testing.T) {
 	}
 }
 
-func TestBufferBodyAllocatesOnceForDeclaredLength(t *testing.T) {
+// capture runs a tee as the first attempt would (the base reads the body
+// to its end and closes it), then takes the whole body for a retry.
+func capture(body io.ReadCloser, declared, limit int64, baseReads bool) (chunks, error) {
+	tee := newTeeBody(body, declared, limit)
+	if baseReads {
+		io.Copy(io.Discard, tee)
+	}
+	tee.Close()
+	cs, err := tee.rest(context.Background())
+	tee.release()
+	return cs, err
+}
+
+// A body of declared length is kept in one allocation of exactly that size.
+func TestTeeDeclaredLengthOneAllocation(t *testing.T) {
 	payload := make([]byte, 100000)
-	r := bytes.NewReader(payload)
-	rc := io.NopCloser(r)
-	allocs := testing.AllocsPerRun(20, func() {
-		r.Reset(payload)
-		buf, all, err := bufferBody(rc, int64(len(payload)), 1<<20)
-		if err != nil || !all || buf.size() != int64(len(payload)) {
-			t.Fatalf("bufferBody = %d bytes, %v, %v", buf.size(), all, err)
-		}
-	})
-	if allocs > 3 { // the buffer, of exactly the declared size, a 1-byte probe for EOF, the one-entry chunk list
-		t.Errorf("bufferBody of a declared length: %v allocations, want at most 3", allocs)
+	cs, err := capture(io.NopCloser(bytes.NewReader(payload)), int64(len(payload)), 1<<20, true)
+	if err != nil || len(cs) != 1 || len(cs[0]) != len(payload) || cap(cs[0]) != len(payload) {
+		t.Errorf("capture = %d chunks, %v; want one chunk of exactly %d bytes", len(cs), err, len(payload))
 	}
 }
 
-func TestBufferBodyEdges(t *testing.T) {
+func TestTeeEdges(t *testing.T) {
 	tests := []struct {
 		name     string
 		body     string
 		declared int64
 		limit    int64
 		wantBuf  string
-		wantAll  bool
+		wantErr  error
 	}{
-		{"declared, exact", "hello", 5, 10, "hello", true},
-		{"declared, shorter", "hel", 5, 10, "hel", true},
-		{"declared, longer", "hello!!", 5, 10, "hello!", false},
-		{"declared, over the limit: not read", "hello world", 11, 5, "", false},
-		{"unknown, fits", "hello", -1, 10, "hello", true},
-		{"unknown, exactly the limit", "hello", 0, 5, "hello", true},
-		{"unknown, over the limit", "hello world", 0, 5, "hello ", false},
-		{"limit 0, empty", "", 0, 0, "", true},
+		{"declared, exact", "hello", 5, 10, "hello", nil},
+		{"declared, shorter", "hel", 5, 10, "hel", nil},
+		{"declared, longer", "hello!!", 5, 10, "hello!!", nil},
+		{"unknown, fits", "hello", -1, 10, "hello", nil},
+		{"unknown, exactly the limit", "hello", 0, 5, "hello", nil},
+		{"unknown, over the limit", "hello world", 0, 5, "", errTooLong},
+		{"limit 0, empty", "", 0, 0, "", nil},
 	}
 	for _, tt := range tests {
-		body := &opaqueBody{r: strings.NewReader(tt.body)}
-		buf, all, err := bufferBody(body, tt.declared, tt.limit)
-		if err != nil || string(bytes.Join(buf, nil)) != tt.wantBuf || all != tt.wantAll || body.closed.Load() != all {
-			t.Errorf("%s: bufferBody = %q, %v, %v (closed %v); want %q, %v", tt.name, buf, all, err, body.closed.Load(), tt.wantBuf, tt.wantAll)
+		for _, baseReads := range []bool{true, false} {
+			body := &opaqueBody{r: strings.NewReader(tt.body)}
+			cs, err := capture(body, tt.declared, tt.limit, baseReads)
+			if err != tt.wantErr || string(bytes.Join(cs, nil)) != tt.wantBuf || !body.closed.Load() {
+				t.Errorf("%s (base reads %v): kept %q, %v (closed %v); want %q, %v, closed", tt.name, baseReads,
+					bytes.Join(cs, nil), err, body.closed.Load(), tt.wantBuf, tt.wantErr)
+			}
 		}
 	}
 	stuck := &opaqueBody{r: zeroReader{}}
-	if _, _, err := bufferBody(stuck, -1, 10); !errors.Is(err, io.ErrNoProgress) {
+	if _, err := capture(stuck, -1, 10, false); !errors.Is(err, io.ErrNoProgress) {
 		t.Errorf("a reader that returns nothing: %v, want io.ErrNoProgress", err)
 	}
 }
@@ -244,16 +253,16 @@ func TestBodyOverLimitSentOnce(t *testing.T) {
 	}
 }
 
-// A body of unknown length is read into chunks that are never copied: the
-// memory they hold is within a twelfth of the body's (the unused end of the
-// last chunk), whatever its size, and replaying it gives the same bytes,
-// through Read and through WriteTo.
-func TestBufferBodyUnknownLengthOneCopy(t *testing.T) {
+// A body of unknown length is kept in chunks that are never copied: the
+// memory they hold is within 4 KiB or a twelfth of the body's (the unused
+// end of the last chunk), whatever its size, and replaying it gives the
+// same bytes.
+func TestTeeUnknownLengthOneCopy(t *testing.T) {
 	for _, n := range []int{1, 511, 512, 1000, 64 << 10, 1<<20 + 3} {
 		payload := bytes.Repeat([]byte("abcdefg"), n/7+1)[:n]
-		cs, all, err := bufferBody(io.NopCloser(struct{ io.Reader }{bytes.NewReader(payload)}), -1, 2<<20)
-		if err != nil || !all {
-			t.Fatalf("%d bytes: %v, %v", n, all, err)
+		cs, err := capture(io.NopCloser(struct{ io.Reader }{bytes.NewReader(payload)}), -1, 2<<20, true)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
 		}
 		got, _ := io.ReadAll(newReplayBody(cs))
 		var w bytes.Buffer
@@ -271,9 +280,9 @@ func TestBufferBodyUnknownLengthOneCopy(t *testing.T) {
 	}
 }
 
-// BenchmarkBufferBodyUnknownLength measures the bytes allocated to buffer
-// a 64 KiB body of unknown length: about 1.1 times the body.
-func BenchmarkBufferBodyUnknownLength(b *testing.B) {
+// BenchmarkTeeUnknownLength measures the bytes allocated to keep a 64 KiB
+// body of unknown length while a base reads it: about 1.1 times the body.
+func BenchmarkTeeUnknownLength(b *testing.B) {
 	payload := make([]byte, 64<<10)
 	r := bytes.NewReader(payload)
 	body := io.NopCloser(struct{ io.Reader }{r})
@@ -281,6 +290,6 @@ func BenchmarkBufferBodyUnknownLength(b *testing.B) {
 	b.SetBytes(int64(len(payload)))
 	for b.Loop() {
 		r.Reset(payload)
-		bufferBody(body, -1, 1<<20)
+		capture(body, -1, 1<<20, true)
 	}
 }

@@ -111,6 +111,8 @@ var ErrBreakerHold = errors.New("retryhttp: retry held by the breaker until its 
 // serve a fallback at once.
 var ErrCircuitOpen = errors.New("retryhttp: circuit open")
 
+var errLengthMismatch = errors.New("retryhttp: the request body is not the length it declares")
+
 var errNilResponse = errors.New("retryhttp: base RoundTripper returned a nil response and a nil error")
 
 type attemptTimeoutError struct {

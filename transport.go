@@ -96,6 +96,9 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if k.tee != nil {
+		defer k.tee.release()
+	}
 	if k.breaker != nil && !k.admit() {
 		closeBody(body)
 		return k.giveUp(GiveUpCircuitOpen, 0, &result{err: ErrCircuitOpen}, 0)

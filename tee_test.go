@@ -1,0 +1,120 @@
+package retryhttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+// slowBody yields one byte every interval, n times.
+type slowBody struct {
+	n        int
+	interval time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.interval)
+	b.n--
+	p[0] = 'x'
+	return 1, nil
+}
+
+// A body without GetBody that trickles in is sent as it comes, under the
+// request's context: a deadline ends the request on time, not after the
+// whole body was read.
+func TestTeeStreamingBodyHonoursDeadline(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	tr := New(srv.Client().Transport)
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL, &slowBody{n: 150, interval: 10 * time.Millisecond})
+	start := time.Now()
+	_, err := tr.RoundTrip(req)
+	if elapsed := time.Since(start); err == nil || elapsed > time.Second {
+		t.Errorf("RoundTrip = %v after %v; want the deadline's error, well before the body's 1.5s", err, elapsed)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v is not the context's deadline", err)
+	}
+}
+
+// A full-duplex exchange: the server answers while the body is still
+// coming, and the client writes the rest of the body only after it has the
+// answer. Reading the whole body before sending would deadlock.
+func TestTeeFullDuplex(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		br := bufio.NewReader(r.Body)
+		line, _ := br.ReadString('\n')
+		io.WriteString(w, "ack "+line)
+		w.(http.Flusher).Flush()
+		rest, _ := io.ReadAll(br)
+		io.WriteString(w, "rest "+string(rest))
+	}))
+	defer srv.Close()
+	tr := New(srv.Client().Transport)
+	defer tr.CloseIdleConnections()
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "PUT", srv.URL, pr)
+	go io.WriteString(pw, "hello\n")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v (deadlocked until the deadline?)", err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	first, _ := br.ReadString('\n')
+	io.WriteString(pw, "world")
+	pw.Close()
+	rest, _ := io.ReadAll(br)
+	if first != "ack hello\n" || string(rest) != "rest world" {
+		t.Errorf("answers %q, %q; want %q, %q", first, rest, "ack hello\n", "rest world")
+	}
+}
+
+// A retry after a first attempt that read only part of the body sends the
+// whole body: what the first attempt read, then the rest from the caller.
+func TestTeeRetryAfterPartialRead(t *testing.T) {
+	var bodies []string
+	n := 0
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		if n == 1 {
+			b := make([]byte, 3)
+			io.ReadFull(r.Body, b) // an early answer: the rest is not read
+			r.Body.Close()
+			bodies = append(bodies, string(b))
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		bodies = append(bodies, string(b))
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ := testTransport(base, WithBackoff(Constant(0)))
+	body := &opaqueBody{r: strings.NewReader("hello, world")}
+	resp, err := tr.RoundTrip(newRequest(t, "PUT", "http://h/", body))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v", resp, err)
+	}
+	if len(bodies) != 2 || bodies[0] != "hel" || bodies[1] != "hello, world" || !body.closed.Load() {
+		t.Errorf("bodies %q, caller's closed %v; want [hel, hello, world], closed", bodies, body.closed.Load())
+	}
+}
