@@ -29,12 +29,13 @@ type BreakerConfig struct {
 	Threshold int
 	// ProbeBackoff spaces the probes while the breaker is open: the n-th
 	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
-	// the host failed, whether that was a probe or a first attempt.
-	// Default EqualJitter(100ms, 500ms): short, so that the end of a
-	// short outage is seen within a held retry's schedule, and longer than
-	// the gaps between the first attempts of a client with steady
-	// traffic, which need no probe (a failure of any attempt pushes the
-	// next probe back). With FailFast, EqualJitter(250ms, 2s).
+	// the host failed, whether that was a probe or a first attempt. The
+	// default follows the retry schedule: a delay drawn between a fifth
+	// and a quarter of its length (280ms to 350ms with the defaults), so
+	// that a held retry sees about four probes while it is held, and a
+	// client whose first attempts come more often than that needs none
+	// (each failure of one pushes the next probe back). With FailFast,
+	// EqualJitter(250ms, 2s).
 	ProbeBackoff Backoff
 	// MaxHold is the longest a retry is held. The default, 0, holds it no
 	// longer than its request's backoff schedule: until the time its last
@@ -82,11 +83,8 @@ func newBreaker(cfg BreakerConfig) *breaker {
 	if cfg.Threshold == 0 {
 		cfg.Threshold = DefaultBreakerThreshold
 	}
-	if cfg.ProbeBackoff == nil {
-		cfg.ProbeBackoff = equalJitter{DefaultProbeBase, DefaultProbeMax}
-		if cfg.FailFast {
-			cfg.ProbeBackoff = equalJitter{DefaultFailFastProbeBase, DefaultFailFastProbeMax}
-		}
+	if cfg.ProbeBackoff == nil && cfg.FailFast {
+		cfg.ProbeBackoff = equalJitter{DefaultFailFastProbeBase, DefaultFailFastProbeMax}
 	}
 	b := &breaker{cfg: cfg}
 	b.hosts.init = func(h *breakerHost) { h.b = b }
@@ -97,6 +95,19 @@ type breaker struct {
 	cfg   BreakerConfig
 	hosts hostMap[breakerHost]
 }
+
+// resolve completes the configuration once the retry schedule is known.
+func (b *breaker) resolve(schedule time.Duration) {
+	if b.cfg.ProbeBackoff == nil {
+		lo := max(schedule/5, time.Millisecond)
+		b.cfg.ProbeBackoff = uniformBackoff{lo, max(schedule/4, lo)}
+	}
+}
+
+// uniformBackoff draws every delay uniformly in [lo, hi].
+type uniformBackoff struct{ lo, hi time.Duration }
+
+func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform(u.lo, u.hi) }
 
 func (b *breaker) host(h string) *breakerHost { return b.hosts.get(h) }
 
@@ -116,8 +127,12 @@ type breakerHost struct {
 	nextProbe time.Time
 	held      []*holder // retries held, oldest first (some may have left)
 	nHeld     int       // retries held now
-	closedAt  time.Time
-	oldest    time.Time // when the oldest retry still held at closedAt was held
+	// designated is the held retry that watches the probe timer; the
+	// others sleep until their limit or the close, so that a probe cycle
+	// wakes one goroutine, however many are held.
+	designated *holder
+	closedAt   time.Time
+	oldest     time.Time // when the oldest retry still held at closedAt was held
 }
 
 // freeProbeHeld is how many held retries make a probe free of the budget:
@@ -130,6 +145,7 @@ const freeProbeHeld = 4
 type holder struct {
 	since time.Time
 	gone  bool
+	wake  chan struct{} // a token: look again, you may be the next probe
 }
 
 // holdMode says how an attempt passed the breaker.
@@ -177,7 +193,7 @@ func (h *breakerHost) failed(now time.Time, probe bool) {
 	defer h.mu.Unlock()
 	if probe && h.probing {
 		h.probing = false
-		h.signal()
+		h.handoff()
 	}
 	h.probes++
 	h.scheduleProbe(now)
@@ -190,7 +206,7 @@ func (h *breakerHost) probeEnded(time.Time) {
 	defer h.mu.Unlock()
 	if h.probing {
 		h.probing = false
-		h.signal()
+		h.handoff()
 	}
 }
 
@@ -215,6 +231,26 @@ func (h *breakerHost) scheduleProbe(now time.Time) {
 	h.nextProbe = now.Add(d)
 }
 
+// handoff wakes the held retry that is to watch the probe timer now: the
+// designated one, or else the oldest still held; h.mu is held.
+func (h *breakerHost) handoff() {
+	if h.designated == nil || h.designated.gone {
+		h.designated = nil
+		for _, w := range h.held {
+			if !w.gone {
+				h.designated = w
+				break
+			}
+		}
+	}
+	if w := h.designated; w != nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // signal wakes every held retry to look again; h.mu is held.
 func (h *breakerHost) signal() {
 	if h.changed != nil {
@@ -233,6 +269,7 @@ func (h *breakerHost) close(now time.Time) {
 	h.score.Store(0)
 	h.probing = false
 	h.closedAt, h.oldest = now, now
+	h.designated = nil
 	h.prune()
 	if len(h.held) > 0 {
 		h.oldest = h.held[0].since
@@ -387,6 +424,12 @@ func (k *call) hold(limit time.Time, last bool) (holdMode, error) {
 			h.mu.Lock()
 			me.gone = true
 			h.nHeld--
+			if h.designated == me {
+				h.designated = nil
+				if h.open.Load() && !h.probing {
+					h.handoff()
+				}
+			}
 			h.prune()
 			h.mu.Unlock()
 		}
@@ -414,18 +457,22 @@ func (k *call) hold(limit time.Time, last bool) (holdMode, error) {
 			return sendNow, ErrBreakerHold
 		}
 		if h.tryProbe(now, pb, last) {
+			if h.designated == me {
+				h.designated = nil
+			}
 			h.mu.Unlock()
 			k.charged = true
 			return sendProbe, nil
 		}
 		if me == nil {
-			me = &holder{since: now}
+			me = &holder{since: now, wake: make(chan struct{}, 1)}
 			h.held = append(h.held, me)
 			h.nHeld++
 		}
 		changed := h.changed
 		wait := limit.Sub(now)
-		if !h.probing {
+		if !h.probing && (h.designated == nil || h.designated == me) {
+			h.designated = me
 			due := h.nextProbe
 			if last {
 				due = due.Add(h.prevProbe)
@@ -437,6 +484,7 @@ func (k *call) hold(limit time.Time, last bool) (holdMode, error) {
 		t := time.NewTimer(max(wait, time.Millisecond))
 		select {
 		case <-changed:
+		case <-me.wake:
 		case <-t.C:
 		case <-k.ctx.Done():
 			t.Stop()

@@ -29,8 +29,6 @@ const (
 
 	// The retry breaker's, on by default (BreakerConfig).
 	DefaultBreakerThreshold  = 10
-	DefaultProbeBase         = 100 * time.Millisecond
-	DefaultProbeMax          = 500 * time.Millisecond
 	DefaultFailFastProbeBase = 250 * time.Millisecond
 	DefaultFailFastProbeMax  = 2 * time.Second
 )
@@ -105,6 +103,9 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	c.inner, c.markOwner = findInner(c.base)
 	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
+	if c.breaker != nil {
+		c.breaker.resolve(c.schedule)
+	}
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
