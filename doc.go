@@ -18,15 +18,24 @@
 // The outcomes retried are 408, 429, the 5xx other than 501, 505, 506, 508,
 // 510 and 511, and transport errors other than certificate and handshake
 // refusals. A request body is replayed from GetBody, or from a copy of up to
-// [WithBodyBufferLimit] bytes.
+// [WithBodyBufferLimit] bytes kept while the first attempt sends it.
+// [WithRetryIf] refines which outcomes are worth retrying, never which
+// requests may be repeated.
 //
 // # Why a retry is not made
 //
 // Each request that failed in a way worth retrying and was not retried has
 // one [GiveUpReason], checked in this order: unsafe_method, body, attempts,
-// retry_after, deadline, body (GetBody failed), budget; and, for a retry
-// the breaker held, breaker or circuit_open. RoundTrip then returns the last
-// response, or an [*Error] if there is none.
+// retry_after, deadline, max_elapsed, body (GetBody failed), budget; and,
+// for a retry the breaker held, breaker or circuit_open. RoundTrip then
+// returns the last response, or an [*Error] if there is none.
+//
+// # Policy per dependency and per request
+//
+// A [Policy] is a retry policy written as JSON data; [LoadPolicies] reads a
+// file of them keyed by dependency and makes one named Transport each.
+// [WithRequestOptions] and [NoRetry] change one request's policy through
+// its context.
 //
 // # Overload
 //
