@@ -41,8 +41,12 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		{"max elapsed", plain(WithMaxElapsed(time.Minute))},
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/path", nil)
+	upper, _ := http.NewRequest("GET", "http://Example.TEST:80/path", nil) // the same host, spelt otherwise
 	for _, tt := range tests {
 		tt.tr.RoundTrip(req) // warm the metric series
+		if allocs := testing.AllocsPerRun(100, func() { tt.tr.RoundTrip(upper) }); allocs != 0 {
+			t.Errorf("%s: GET to a host spelt in capitals allocates %v times per request, want 0", tt.name, allocs)
+		}
 		allocs := testing.AllocsPerRun(100, func() {
 			if r, err := tt.tr.RoundTrip(req); err != nil || r.StatusCode != 200 {
 				t.Fatal(r, err)

@@ -58,11 +58,16 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		method = http.MethodGet
 	}
 	c.metrics.request(method)
-	if c.budget != nil {
-		k.budget = c.budget.recordFirst(k.host, c.clock.Second())
-	}
-	if c.breaker != nil {
-		k.breaker = c.breaker.host(k.host)
+	if c.budget != nil || c.breaker != nil {
+		var buf [maxHostKey]byte
+		key, kb := canonicalHost(req.URL.Scheme, k.host, &buf)
+		sec := c.clock.Second()
+		if c.budget != nil {
+			k.budget = c.budget.recordFirst(key, kb, sec)
+		}
+		if c.breaker != nil {
+			k.breaker = c.breaker.hosts.getKey(key, kb, sec)
+		}
 	}
 
 	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))

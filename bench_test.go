@@ -9,6 +9,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -281,4 +282,57 @@ func BenchmarkRetry(b *testing.B) {
 			roundTrip(b, rt, req)
 		}
 	})
+}
+
+// BenchmarkHosts measures the per-host state with many hosts, in memory:
+// the bytes each host costs (B/host), a first request to a host not seen
+// before (new), and a request to one of the n known hosts (steady).
+func BenchmarkHosts(b *testing.B) {
+	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	for _, n := range []int{10, 1000, 10000, 100000} {
+		tr := New(&staticTransport{resp})
+		tr.c.markOwner = false
+		reqs := make([]*http.Request, n)
+		for i := range reqs {
+			reqs[i], _ = http.NewRequest("GET", fmt.Sprintf("http://h%d.example/", i), nil)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, r := range reqs {
+			tr.RoundTrip(r)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perHost := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+		b.Run(fmt.Sprintf("hosts=%d/steady", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				tr.RoundTrip(reqs[i%n])
+				i++
+			}
+			b.ReportMetric(perHost, "B/host")
+		})
+		b.Run(fmt.Sprintf("hosts=%d/new", n), func(b *testing.B) {
+			fresh := make([]*http.Request, 0, 1<<16)
+			for i := range cap(fresh) {
+				r, _ := http.NewRequest("GET", fmt.Sprintf("http://new%d.h%d.example/", i, n), nil)
+				fresh = append(fresh, r)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i == len(fresh) {
+					b.StopTimer()
+					for j := range fresh {
+						fresh[j], _ = http.NewRequest("GET", fmt.Sprintf("http://new%d.%d.h%d.example/", j, i, n), nil)
+					}
+					b.StartTimer()
+				}
+				tr.RoundTrip(fresh[i%len(fresh)])
+				i++
+			}
+		})
+	}
 }

@@ -88,6 +88,11 @@ func newBreaker(cfg BreakerConfig) *breaker {
 	}
 	b := &breaker{cfg: cfg}
 	b.hosts.init = func(h *breakerHost) { h.b = b }
+	b.hosts.evictable = func(h *breakerHost) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !h.open.Load() && h.score.Load() == 0 && h.nHeld == 0
+	}
 	return b
 }
 

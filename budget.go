@@ -94,10 +94,10 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
 	return float64(n)
 }
 
-// recordFirst counts a first attempt to host in second sec, and returns
-// the host's budget.
-func (b *Budget) recordFirst(host string, sec int64) *hostBudget {
-	h := b.hosts.get(host)
+// recordFirst counts a first attempt to host (or key, see getKey) in
+// second sec, and returns the host's budget.
+func (b *Budget) recordFirst(host string, key []byte, sec int64) *hostBudget {
+	h := b.hosts.getKey(host, key, sec)
 	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
 	return h
 }

@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +25,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 	for _, tt := range tests {
 		b := NewBudget(tt.ratio, tt.perSecond)
 		for range tt.firsts {
-			b.recordFirst("a", now.Unix())
+			b.recordFirst("a", nil, now.Unix())
 		}
 		got := 0
 		for range 1000 {
@@ -48,7 +47,7 @@ func TestBudgetWindowSlides(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := NewBudget(0.1, 0)
 	for range 100 {
-		b.recordFirst("h", t0.Unix())
+		b.recordFirst("h", nil, t0.Unix())
 	}
 	for range 10 {
 		if !b.allowRetry("h", t0.Unix()) {
@@ -63,21 +62,10 @@ func TestBudgetWindowSlides(t *testing.T) {
 		t.Error("first attempts older than the window still count")
 	}
 	for range 10 {
-		b.recordFirst("h", t0.Add(10*time.Second).Unix())
+		b.recordFirst("h", nil, t0.Add(10*time.Second).Unix())
 	}
 	if !b.allowRetry("h", t0.Add(10*time.Second).Unix()) {
 		t.Error("retries older than the window still count")
-	}
-}
-
-func TestBudgetHostCap(t *testing.T) {
-	now := time.Now()
-	b := NewBudget(1, 0)
-	for i := range maxHosts + 100 {
-		b.recordFirst(fmt.Sprintf("h%d", i), now.Unix())
-	}
-	if n := b.hosts.len(); n != maxHosts+1 {
-		t.Errorf("budget tracks %d hosts, want %d and one shared by the rest", n, maxHosts+1)
 	}
 }
 
@@ -114,7 +102,7 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := NewBudget(0.1, 0)
 	for range 1000 {
-		b.recordFirst("h", now.Unix())
+		b.recordFirst("h", nil, now.Unix())
 	}
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
