@@ -151,7 +151,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	if err == nil {
 		r.retryable = k.retryableStatus(resp.StatusCode)
 	} else {
-		r.retryable = k.ctx.Err() == nil && classifyError(err) == errRetryable
+		r.retryable = k.ctx.Err() == nil && classifyErrorFor(k.header0(), err) == errRetryable
 		// Nothing was written if no connection was had: the trace (for a
 		// request where it matters) saw none, and the error says so.
 		r.notSent = r.retryable && isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
@@ -281,4 +281,12 @@ func (k *call) sendChecked(r *http.Request) (*http.Response, error) {
 		resp.Body = http.NoBody
 	}
 	return resp, err
+}
+
+// header0 is the header the attempts are sent with.
+func (k *call) header0() http.Header {
+	if k.header != nil {
+		return k.header
+	}
+	return k.req.Header
 }

@@ -66,6 +66,17 @@ const (
 // net/http reports HTTP/2 stream resets and GOAWAY with unexported types.
 // The caller's own cancellation is handled before this is called.
 func classifyError(err error) errClass {
+	return classifyErrorFor(nil, err)
+}
+
+// classifyErrorFor is classifyError for a request with header h: an error
+// from a request whose header net/http refuses is permanent (it reports
+// that with an untyped error, so the header is checked instead, on the
+// failure path only).
+func classifyErrorFor(h http.Header, err error) errClass {
+	if h != nil && !validHeader(h) {
+		return errPermanent
+	}
 	var (
 		verr  *tls.CertificateVerificationError
 		uae   x509.UnknownAuthorityError
@@ -160,4 +171,22 @@ func outcome(resp *http.Response, err error, attemptTimedOut bool) outcomeID {
 		return outcomeTimeout
 	}
 	return outcomeError
+}
+
+// validHeader reports whether net/http would send h: every name a token,
+// every value free of control characters other than horizontal tab.
+func validHeader(h http.Header) bool {
+	for k, vv := range h {
+		if !validHeaderName(k) {
+			return false
+		}
+		for _, v := range vv {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }

@@ -114,3 +114,24 @@ type wrappedTLSError struct{ err error }
 
 func (e *wrappedTLSError) Error() string { return "tls: " + e.err.Error() }
 func (e *wrappedTLSError) Unwrap() error { return e.err }
+
+// A header net/http refuses makes an error that asking again cannot
+// change: it is not retried. Through a real *http.Transport.
+func TestInvalidHeaderNotRetried(t *testing.T) {
+	srv := retrytest.NewServer()
+	defer srv.Close()
+	tr := New(nil, WithBackoff(Constant(0)))
+	defer tr.CloseIdleConnections()
+	for _, h := range []struct{ k, v string }{{"X-Bad", "a\nb"}, {"Bad Name", "v"}} {
+		req := newRequest(t, "GET", srv.URL, nil)
+		req.Header[h.k] = []string{h.v}
+		_, err := tr.RoundTrip(req)
+		var re *Error
+		if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != "" {
+			t.Errorf("header %q: %q: %v; want an *Error after 1 attempt, not retried", h.k, h.v, err)
+		}
+	}
+	if srv.Count() != 0 {
+		t.Errorf("the server saw %d requests", srv.Count())
+	}
+}
