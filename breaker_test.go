@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,4 +395,54 @@ func shortCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// With many retries held, a failed probe wakes one of them (the one that
+// watches the probe timer), not all: a probe cycle costs O(1) allocations,
+// however many are held.
+func TestBreakerProbeCycleWakesOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t, WithBudget(nil),
+			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Hour}))
+		h := c.breaker.host("h")
+		trip(h)
+		const held = 2000
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		probes := make(chan struct{}, held)
+		var wg sync.WaitGroup
+		for range held {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				limit := time.Now().Add(time.Hour)
+				for {
+					m, err := heldCall(c, ctx).hold(limit, false)
+					if err != nil || m != sendProbe {
+						return
+					}
+					probes <- struct{}{}
+				}
+			}()
+		}
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		<-probes
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const cycles = 50
+		for range cycles {
+			h.failed(time.Now(), true) // the probe failed
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+			<-probes // the next one went
+		}
+		runtime.ReadMemStats(&after)
+		if per := float64(after.Mallocs-before.Mallocs) / cycles; per > 50 {
+			t.Errorf("%.0f allocations per probe cycle with %d retries held, want O(1)", per, held)
+		}
+		h.succeeded(c.clock)
+		cancel()
+		wg.Wait()
+	})
 }
