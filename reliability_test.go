@@ -11,6 +11,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -407,5 +408,90 @@ func TestLoad(t *testing.T) {
 	}
 	if calls.Load() != goroutines*each {
 		t.Errorf("%d calls, want %d", calls.Load(), goroutines*each)
+	}
+}
+
+// TestLoad10kHeld sends 10,000 concurrent requests through one Transport
+// to a server that is down, then back: with the breaker on (the default),
+// the retries are held, then released. Every call ends once, no goroutine
+// or connection is left, and the memory a held request costs is bounded.
+func TestLoad10kHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 concurrent requests")
+	}
+	var down atomic.Bool
+	down.Store(true)
+	srv := retrytest.NewServer()
+	srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	base := &http.Transport{MaxIdleConnsPerHost: 100, MaxConnsPerHost: 100}
+	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)),
+		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second}))
+	const n = 10000
+	var wg sync.WaitGroup
+	var ended, ok atomic.Int64
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil).WithContext(ctx))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok.Add(1)
+				}
+			}
+			ended.Add(1)
+		}()
+	}
+	// Wait until every request is held (or done), then measure.
+	h := tr.c.breaker.host(strings.TrimPrefix(srv.URL, "http://"))
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		held := h.nHeld
+		h.mu.Unlock()
+		if int64(held)+ended.Load() >= n-100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	h.mu.Lock()
+	held := h.nHeld
+	h.mu.Unlock()
+	if held > 0 {
+		t.Logf("%d requests held: %d bytes of heap each", held, int64(during.HeapAlloc-before.HeapAlloc)/int64(held))
+		if per := int64(during.HeapAlloc-before.HeapAlloc) / int64(held); per > 32<<10 {
+			t.Errorf("%d bytes of heap per held request, want at most 32 KiB", per)
+		}
+	}
+	down.Store(false)
+	wg.Wait()
+	tr.CloseIdleConnections()
+	// A request whose last attempt went out as a probe that failed, or
+	// before the breaker opened, ends with its 503: a few at most.
+	if ended.Load() != n || ok.Load() < n-20 {
+		t.Errorf("%d calls ended, %d succeeded; want all %d to end, all but a few to succeed", ended.Load(), ok.Load(), n)
+	}
+	for end := time.Now().Add(5 * time.Second); srv.OpenConns() > 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := srv.OpenConns(); c != 0 {
+		t.Errorf("%d connections still open at the server", c)
 	}
 }
