@@ -76,6 +76,7 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		k.header.Set(HeaderIdempotencyKey, c.keyGen())
 		k.keyed = true
 	}
+	k.detectLayered()
 	k.replayable = k.keyed || idempotentMethod(method)
 	if !k.replayable && !c.plainBase {
 		// Whether a dial error means that nothing was sent: over an

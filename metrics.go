@@ -23,6 +23,7 @@ import (
 //	retryhttp_retries_total{name,outcome}     retries made, by the outcome of the attempt that failed
 //	retryhttp_giveups_total{name,reason}      retryable failures not retried, by why
 //	retryhttp_backoff_seconds{name}           waits before retries
+//	retryhttp_layered_retries_total{name,source}  requests that arrived as retries of a layer above
 //
 // Error classes are timeout, canceled, refused, reset, eof and error; a
 // method outside the standard ones is counted as "other". No label ever
@@ -33,6 +34,7 @@ type Metrics struct {
 	retries  *prometheus.CounterVec
 	giveups  *prometheus.CounterVec
 	backoff  *prometheus.HistogramVec
+	layered  *prometheus.CounterVec
 
 	mu     sync.Mutex
 	byName map[string]*transportMetrics
@@ -63,6 +65,10 @@ func NewMetrics() *Metrics {
 			Help:    "Waits before retries, in seconds.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"name"}),
+		layered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_layered_retries_total",
+			Help: "Requests that arrived as retries of a layer above (an SDK, gRPC, another retryhttp), by source.",
+		}, []string{"name", "source"}),
 		byName: make(map[string]*transportMetrics),
 	}
 }
@@ -74,6 +80,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.retries.Describe(ch)
 	m.giveups.Describe(ch)
 	m.backoff.Describe(ch)
+	m.layered.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -83,6 +90,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.retries.Collect(ch)
 	m.giveups.Collect(ch)
 	m.backoff.Collect(ch)
+	m.layered.Collect(ch)
 }
 
 // WithMetrics makes the Transport record into m. The default records
@@ -116,6 +124,9 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	for i, method := range methodLabels {
 		tm.requests[i] = m.requests.WithLabelValues(name, method)
 	}
+	for i, source := range layerLabels {
+		tm.layered[i] = m.layered.WithLabelValues(name, source)
+	}
 	for i, reason := range giveUpReasons {
 		tm.giveups[i] = m.giveups.WithLabelValues(name, string(reason))
 	}
@@ -141,6 +152,7 @@ func methodIndex(method string) int {
 type transportMetrics struct {
 	requests [len(methodLabels)]prometheus.Counter
 	giveups  [len(giveUpReasons)]prometheus.Counter
+	layered  [numLayers]prometheus.Counter
 	backoff  prometheus.Observer
 	attempts labelCache
 	retries  labelCache
@@ -162,6 +174,12 @@ func (tm *transportMetrics) retry(o outcomeID, delay time.Duration) {
 	if tm != nil {
 		tm.retries.get(o).Inc()
 		tm.backoff.Observe(delay.Seconds())
+	}
+}
+
+func (tm *transportMetrics) layeredRetry(source int) {
+	if tm != nil {
+		tm.layered[source].Inc()
 	}
 }
 

@@ -70,6 +70,7 @@ type config struct {
 	retryIf           func(*http.Response, error) Decision
 	clock             clock
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
+	layers            *layers       // retries of the layers above, seen by this Transport
 }
 
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
@@ -103,6 +104,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	c.inner, c.markOwner = findInner(c.base)
 	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
+	c.layers = new(layers)
 	if c.breaker != nil {
 		c.breaker.resolve(c.schedule)
 	}

@@ -8,8 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"net/http"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retrytest"
 	"go.uber.org/goleak"
@@ -96,4 +102,69 @@ func TestRun(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// With the SDK's own retryer left on, the SDK sends its retries through
+// retryhttp marked amz-sdk-request: attempt=2, ...: retryhttp counts them
+// as layered retries (and warns once). With aws.NopRetryer, none.
+func TestLayeredRetriesSeen(t *testing.T) {
+	for _, sdkRetries := range []bool{true, false} {
+		srv := retrytest.NewUnstartedServer()
+		srv.Then = slowDown // always
+		srv.Start()
+		m := retryhttp.NewMetrics()
+		client := newS3(srv.URL, retryhttp.WithMetrics(m), retryhttp.WithMaxAttempts(1))
+		if sdkRetries {
+			cfg := aws.Config{
+				Region:      "us-east-1",
+				Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
+				HTTPClient:  &http.Client{Transport: retryhttp.New(nil, retryhttp.WithMetrics(m), retryhttp.WithMaxAttempts(1))},
+				Retryer: func() aws.Retryer {
+					return retry.NewStandard(func(o *retry.StandardOptions) {
+						o.MaxBackoff = 5 * time.Millisecond
+						o.RateLimiter = ratelimit.None
+					})
+				},
+			}
+			client = s3.NewFromConfig(cfg, func(o *s3.Options) {
+				o.BaseEndpoint = aws.String(srv.URL)
+				o.UsePathStyle = true
+			})
+		}
+		_, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+		srv.Close()
+		if err == nil {
+			t.Fatal("GetObject succeeded against a server that always answers SlowDown")
+		}
+		got := layered(t, m, "aws-sdk")
+		if sdkRetries && got != 2 {
+			t.Errorf("SDK retryer on: %v layered retries counted, want 2 (its attempts 2 and 3)", got)
+		}
+		if !sdkRetries && got != 0 {
+			t.Errorf("aws.NopRetryer: %v layered retries counted, want 0", got)
+		}
+	}
+}
+
+// layered reads retryhttp_layered_retries_total{source} from m.
+func layered(t *testing.T, m *retryhttp.Metrics, source string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "retryhttp_layered_retries_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "source" && l.GetValue() == source {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

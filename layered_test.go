@@ -1,0 +1,83 @@
+package retryhttp
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+func TestLayeredRetries(t *testing.T) {
+	m := NewMetrics()
+	var logs bytes.Buffer
+	tr, _ := testTransport(retrytest.NewScriptTransport(), WithMetrics(m), WithAttemptHeader("Retry-Attempt"),
+		WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	send := func(method string, h map[string]string) {
+		req := newRequest(t, method, "http://h/", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send("GET", map[string]string{"amz-sdk-request": "attempt=1; max=3"})
+	send("GET", map[string]string{"amz-sdk-request": "attempt=2; max=3"})
+	send("GET", map[string]string{"amz-sdk-request": "attempt=3; max=3"})
+	send("POST", map[string]string{"X-Stainless-Retry-Count": "0"})
+	send("POST", map[string]string{"X-Stainless-Retry-Count": "1"})
+	send("GET", map[string]string{"grpc-previous-rpc-attempts": "2"})
+	send("GET", map[string]string{"Retry-Attempt": "2"})
+	send("POST", map[string]string{"Idempotency-Key": "k-1"})
+	send("POST", map[string]string{"Idempotency-Key": "k-1"})
+	send("POST", map[string]string{"Idempotency-Key": "k-2"})
+	want := map[string]float64{"aws-sdk": 2, "stainless-sdk": 1, "grpc": 1, "retryhttp": 1, "idempotency-key": 1}
+	for source, n := range want {
+		if got := testutil.ToFloat64(m.layered.WithLabelValues(defaultName, source)); got != n {
+			t.Errorf("layered retries from %s = %v, want %v", source, got, n)
+		}
+	}
+	// One Warn record per source, naming it and what to do.
+	records := strings.Count(logs.String(), `"msg":"retryhttp: a layer above retries too"`)
+	if records != len(want) || !strings.Contains(logs.String(), "aws.NopRetryer") {
+		t.Errorf("%d warnings, want one per source (%d):\n%s", records, len(want), logs.String())
+	}
+}
+
+// A request with headers, none of them a retry's mark, costs nothing more.
+func TestLayeredNoAllocation(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	tr := New(&staticTransport{resp}, WithMetrics(NewMetrics()))
+	tr.c.markOwner = false
+	req, _ := http.NewRequest("GET", "http://example.test/", nil)
+	req.Header.Set("User-Agent", "sdk/1.0")
+	req.Header.Set("Authorization", "Bearer x")
+	req.Header.Set("amz-sdk-invocation-id", "abc")
+	tr.RoundTrip(req)
+	if a := testing.AllocsPerRun(100, func() { tr.RoundTrip(req) }); a != 0 {
+		t.Errorf("GET with ordinary headers allocates %v times, want 0", a)
+	}
+}
+
+func TestRecentKeysBounded(t *testing.T) {
+	var r recentKeys
+	for i := range 3 * maxRecentKeys {
+		r.seen(strings.Repeat("k", 1+i%7)+string(rune(i)), 0)
+	}
+	if len(r.cur) > maxRecentKeys || len(r.prev) > maxRecentKeys {
+		t.Errorf("%d and %d keys kept, want at most %d each", len(r.cur), len(r.prev), maxRecentKeys)
+	}
+	var q recentKeys
+	if q.seen("x", 100) || !q.seen("x", 130) {
+		t.Error("a key seen again within the minute was not noticed")
+	}
+	if q.seen("x", 130+2*recentKeysFor) {
+		t.Error("a key was remembered past two generations")
+	}
+}
