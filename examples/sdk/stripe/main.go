@@ -129,7 +129,9 @@ func run(w io.Writer) error {
 
 	// 2. Every answer is lost. With the SDK's retries off, one layer
 	// retries. Left on (Stripe's default is 2; it retries network errors,
-	// not 5xx answers), the layers multiply.
+	// not 5xx answers), the layers multiply: 3 × 4 = 12 attempts, were it
+	// not for retryhttp's budget, which withdraws its floor once 4 attempts
+	// in a row have failed, so that each of the SDK's retries gets one.
 	for _, sdkRetries := range []int64{0, 2} {
 		down := &fakeStripe{loseAll: true, intents: map[string]string{}}
 		srv := httptest.NewServer(down)
