@@ -13,6 +13,7 @@ test:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
 	cd examples/sdk && $(GO) mod tidy -diff
+	cd otelretry && $(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -23,10 +24,11 @@ demo:
 
 # examples: the examples in the root module, then those that wrap real
 # SDKs, in their own module (examples/sdk) so that the library's go.mod
-# never requires an SDK.
+# never requires an SDK, and the OpenTelemetry module (otelretry).
 examples:
 	$(GO) test -race -count=1 ./examples/...
 	cd examples/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd otelretry && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 # lint: vet and staticcheck over the library, the benchmark module and
 # the SDK examples' module.
@@ -35,6 +37,7 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	cd examples/sdk && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd otelretry && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # bench: the root benchmarks, each against the bare base transport in the
 # same run, interleaved (one -count at a time, BENCHCOUNT times) so that

@@ -33,6 +33,8 @@ type call struct {
 	pass       holdMode     // how the next attempt passes the breaker
 	charged    bool         // the next attempt's retry was charged to the budget
 	firstFail  time.Time    // when the first attempt failed, if it did
+	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
+	lastDelay  time.Duration    // the wait before the attempt in flight
 	start      time.Time    // when the first attempt began, with WithMaxElapsed only
 }
 
@@ -220,14 +222,25 @@ func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, 
 		r = req.WithContext(ctx)
 	}
 	header := k.header
-	if n > 1 && c.attemptHeader != "" {
+	if (n > 1 && c.attemptHeader != "") || c.attemptHook != nil {
 		// A fresh map for each attempt: the base may still be reading the
 		// previous attempt's headers.
 		if header == nil {
 			header = req.Header
 		}
 		header = header.Clone()
-		header.Set(c.attemptHeader, strconv.Itoa(n))
+		if n > 1 && c.attemptHeader != "" {
+			header.Set(c.attemptHeader, strconv.Itoa(n))
+		}
+	}
+	if c.attemptHook != nil {
+		var hctx context.Context
+		hctx, k.hookEnd = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
+			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay})
+		if hctx != nil && hctx != ctx {
+			ctx = hctx
+			r = req.WithContext(ctx)
+		}
 	}
 	if body != req.Body || header != nil {
 		if r == req {

@@ -71,6 +71,7 @@ type config struct {
 	clock             clock
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 	layers            *layers       // retries of the layers above, seen by this Transport
+	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
 }
 
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {

@@ -34,6 +34,7 @@ func (k *call) scheduled(attempt int, delay time.Duration, r *result) {
 // an *Error that wraps the last error.
 func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Duration) (*http.Response, error) {
 	c := k.c
+	k.endAttempt(r, AttemptEnd{GiveUp: reason})
 	c.metrics.giveUp(reason)
 	if c.logger != nil {
 		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: giving up",

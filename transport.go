@@ -108,6 +108,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		r := k.attempt(attempt, body)
 		k.record(&r)
 		if !r.retryable {
+			k.endAttempt(&r, AttemptEnd{})
 			if r.err != nil {
 				return nil, &Error{Attempts: attempt, Err: r.err}
 			}
@@ -123,6 +124,8 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			return k.giveUp(v.giveUp, attempt, &r, v.delay)
 		}
 		k.scheduled(attempt, v.delay, &r)
+		k.endAttempt(&r, AttemptEnd{Retried: true, NextDelay: v.delay})
+		k.lastDelay = v.delay
 		if reason, err := k.wait(attempt, v.delay, &r); reason != "" || err != nil {
 			closeBody(next)
 			if err != nil {

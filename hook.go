@@ -1,0 +1,57 @@
+// This file holds the attempt hook (WithAttemptHook): a function called
+// around each attempt, so that tracing can give every attempt a span of
+// its own, parented and propagated, without a dependency here. The
+// OpenTelemetry integration (the otelretry module) is built on it.
+
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// AttemptStart describes an attempt about to be sent.
+type AttemptStart struct {
+	Request     *http.Request // the caller's request: read it, do not keep or modify it
+	Header      http.Header   // the attempt's own header: the hook may add to it (trace context)
+	Attempt     int           // 1 for the first
+	MaxAttempts int
+	Delay       time.Duration // the wait before this attempt, 0 for the first
+}
+
+// AttemptEnd describes how an attempt ended, and what came of it.
+type AttemptEnd struct {
+	Response  *http.Response // nil if the attempt ended in an error; do not read its body
+	Err       error
+	Outcome   string        // the status code ("503") or the error class ("reset", ...)
+	Retryable bool          // the outcome was worth retrying
+	NextDelay time.Duration // the wait before the next attempt, if Retried
+	Retried   bool          // another attempt follows
+	GiveUp    GiveUpReason  // why a retryable outcome was not retried, if it was not
+}
+
+// WithAttemptHook sets a function called before each attempt with its
+// start; the context it returns is the attempt's (a span in it is the
+// parent of what the base does), and the function it returns, if not nil,
+// is called once with the attempt's end, when the Transport has decided
+// what comes of it. Both are called on the goroutine of RoundTrip and must
+// return quickly. The default is none; without one, an attempt costs
+// nothing more.
+func WithAttemptHook(h func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd))) Option {
+	return Option{apply: func(c *config) error {
+		c.attemptHook = h
+		return nil
+	}, name: "WithAttemptHook"}
+}
+
+// endAttempt reports the end of the attempt in flight to the hook, once.
+func (k *call) endAttempt(r *result, e AttemptEnd) {
+	if k.hookEnd == nil {
+		return
+	}
+	end := k.hookEnd
+	k.hookEnd = nil
+	e.Response, e.Err, e.Outcome, e.Retryable = r.resp, r.err, r.outcome.String(), r.retryable
+	end(e)
+}

@@ -1,0 +1,201 @@
+package otelretry
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retrytest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func steps(codes ...int) []retrytest.Step {
+	s := make([]retrytest.Step, len(codes))
+	for i, c := range codes {
+		s[i] = retrytest.Step{Reply: retrytest.Status(c)}
+	}
+	return s
+}
+
+// traced sends one request through a traced Transport over base and
+// returns the spans, ended, in order.
+func traced(t *testing.T, base http.RoundTripper, method string, opts ...retryhttp.Option) ([]sdktrace.ReadOnlySpan, *http.Response, error) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt := New(base, Config{TracerProvider: tp, Propagators: propagation.TraceContext{}},
+		append([]retryhttp.Option{retryhttp.WithBackoff(retryhttp.Constant(time.Millisecond))}, opts...)...)
+	req, _ := http.NewRequest(method, "http://api.test:8080/v1/rates?token=secret", strings.NewReader("x"))
+	resp, err := rt.RoundTrip(req)
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return rec.Ended(), resp, err
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// checkTree checks that the last span is the request's, and the others its
+// children, one per attempt, in order, in one trace.
+func checkTree(t *testing.T, spans []sdktrace.ReadOnlySpan, attempts int) (req sdktrace.ReadOnlySpan, tries []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	if len(spans) != attempts+1 {
+		t.Fatalf("%d spans, want %d (the request and %d attempts)", len(spans), attempts+1, attempts)
+	}
+	req, tries = spans[len(spans)-1], spans[:len(spans)-1]
+	if req.Name() != "retryhttp GET" && req.Name() != "retryhttp POST" || req.SpanKind() != trace.SpanKindInternal {
+		t.Errorf("request span %q, kind %v", req.Name(), req.SpanKind())
+	}
+	for i, s := range tries {
+		a := attrs(s)
+		if s.Parent().SpanID() != req.SpanContext().SpanID() || s.SpanContext().TraceID() != req.SpanContext().TraceID() {
+			t.Errorf("attempt %d: not a child of the request's span in its trace", i+1)
+		}
+		if s.SpanKind() != trace.SpanKindClient || a[AttrAttempt].AsInt64() != int64(i+1) || a[AttrMaxAttempts].AsInt64() != 4 {
+			t.Errorf("attempt %d: kind %v, attributes %v", i+1, s.SpanKind(), a)
+		}
+		resend, ok := a["http.request.resend_count"]
+		if (i == 0) == ok || (ok && resend.AsInt64() != int64(i)) {
+			t.Errorf("attempt %d: http.request.resend_count %v, %v", i+1, resend, ok)
+		}
+		if u := a["url.full"].AsString(); u != "http://api.test:8080/v1/rates" {
+			t.Errorf("attempt %d: url.full %q, want it without the query", i+1, u)
+		}
+	}
+	return req, tries
+}
+
+func TestSpansSuccessAtOnce(t *testing.T) {
+	spans, _, err := traced(t, retrytest.NewScriptTransport(), "GET")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, tries := checkTree(t, spans, 1)
+	if a := attrs(tries[0]); a["http.response.status_code"].AsInt64() != 200 || a[AttrOutcome].AsString() != "200" || a[AttrRetryable].AsBool() {
+		t.Errorf("attempt: %v", a)
+	}
+	if a := attrs(req); a[AttrAttempts].AsInt64() != 1 || a["http.response.status_code"].AsInt64() != 200 {
+		t.Errorf("request: %v", a)
+	}
+}
+
+func TestSpansRetriedTwice(t *testing.T) {
+	base := retrytest.NewScriptTransport(steps(503, 503)...)
+	spans, resp, err := traced(t, base, "GET")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	req, tries := checkTree(t, spans, 3)
+	for i, s := range tries {
+		a := attrs(s)
+		want := map[int]string{0: "503", 1: "503", 2: "200"}[i]
+		if a[AttrOutcome].AsString() != want || (i < 2) != a[AttrRetryable].AsBool() {
+			t.Errorf("attempt %d: outcome %v, retryable %v", i+1, a[AttrOutcome], a[AttrRetryable])
+		}
+		if _, ok := a[AttrNextDelay]; (i < 2) != ok {
+			t.Errorf("attempt %d: next_delay present %v", i+1, ok)
+		}
+		if _, ok := a[AttrDelay]; (i > 0) != ok {
+			t.Errorf("attempt %d: delay present %v", i+1, ok)
+		}
+	}
+	if attrs(req)[AttrAttempts].AsInt64() != 3 {
+		t.Errorf("request: %v", attrs(req))
+	}
+	// Every attempt carried its own span's trace context.
+	for i, a := range base.Attempts() {
+		tp := a.Header.Get("Traceparent")
+		if !strings.Contains(tp, tries[i].SpanContext().TraceID().String()) || !strings.Contains(tp, tries[i].SpanContext().SpanID().String()) {
+			t.Errorf("attempt %d: traceparent %q, want its own span's", i+1, tp)
+		}
+	}
+}
+
+func TestSpansGiveUp(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		method   string
+		base     http.RoundTripper
+		opts     []retryhttp.Option
+		attempts int
+		reason   string
+	}{
+		{"attempts", "GET", retrytest.NewScriptTransport(steps(503, 503, 503, 503)...), nil, 4, "attempts"},
+		{"unsafe_method", "POST", retrytest.NewScriptTransport(steps(503)...), nil, 1, "unsafe_method"},
+		{"retry_after", "GET", retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.RetryAfter(503, "3600")}), nil, 1, "retry_after"},
+		{"budget", "GET", retrytest.NewScriptTransport(steps(503)...),
+			[]retryhttp.Option{retryhttp.WithBudget(retryhttp.NewBudget(0, 0))}, 1, "budget"},
+		{"max_elapsed", "GET", retrytest.NewScriptTransport(steps(503)...),
+			[]retryhttp.Option{retryhttp.WithMaxElapsed(time.Nanosecond)}, 1, "max_elapsed"},
+		{"error, attempts", "GET", retrytest.NewScriptTransport(
+			retrytest.Step{Err: io.ErrUnexpectedEOF}, retrytest.Step{Err: io.ErrUnexpectedEOF},
+			retrytest.Step{Err: io.ErrUnexpectedEOF}, retrytest.Step{Err: io.ErrUnexpectedEOF}), nil, 4, "attempts"},
+	} {
+		spans, _, _ := traced(t, tt.base, tt.method, tt.opts...)
+		req, tries := checkTree(t, spans, tt.attempts)
+		if got := attrs(req)[AttrGiveUp].AsString(); got != tt.reason {
+			t.Errorf("%s: request give_up_reason %q, want %q", tt.name, got, tt.reason)
+		}
+		if got := attrs(tries[len(tries)-1])[AttrGiveUp].AsString(); got != tt.reason {
+			t.Errorf("%s: last attempt give_up_reason %q, want %q", tt.name, got, tt.reason)
+		}
+		if req.Status().Code.String() != "Error" {
+			t.Errorf("%s: request span status %v, want Error", tt.name, req.Status())
+		}
+	}
+	// The caller's deadline, which would pass during the wait.
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt := New(retrytest.NewScriptTransport(steps(503)...), Config{TracerProvider: tp},
+		retryhttp.WithBackoff(retryhttp.Constant(time.Hour)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://api.test/", nil)
+	resp, _ := rt.RoundTrip(req)
+	resp.Body.Close()
+	if got := attrs(rec.Ended()[1])[AttrGiveUp].AsString(); got != "deadline" {
+		t.Errorf("deadline: give_up_reason %q", got)
+	}
+}
+
+// Not sampled: no span is recorded, yet every attempt carries the trace
+// context, flagged not sampled.
+func TestNotSampled(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
+	base := retrytest.NewScriptTransport(steps(503)...)
+	rt := New(base, Config{TracerProvider: tp, Propagators: propagation.TraceContext{}},
+		retryhttp.WithBackoff(retryhttp.Constant(0)))
+	req, _ := http.NewRequest("GET", "http://api.test/", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(rec.Ended()) != 0 {
+		t.Errorf("%d spans recorded, want none", len(rec.Ended()))
+	}
+	for i, a := range base.Attempts() {
+		if tp := a.Header.Get("Traceparent"); !strings.HasSuffix(tp, "-00") {
+			t.Errorf("attempt %d: traceparent %q, want one flagged not sampled", i+1, tp)
+		}
+	}
+}
