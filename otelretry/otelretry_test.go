@@ -199,3 +199,34 @@ func TestNotSampled(t *testing.T) {
 		}
 	}
 }
+
+// A body that cannot be sent again, and a circuit that is open (FailFast:
+// no attempt at all), are told on the request's span too.
+func TestSpansGiveUpBodyAndCircuit(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt := New(retrytest.NewScriptTransport(steps(503)...), Config{TracerProvider: tp},
+		retryhttp.WithBodyBufferLimit(0))
+	req, _ := http.NewRequest("PUT", "http://api.test/", struct{ io.Reader }{strings.NewReader("x")})
+	resp, _ := rt.RoundTrip(req)
+	resp.Body.Close()
+	if got := attrs(rec.Ended()[1])[AttrGiveUp].AsString(); got != "body" {
+		t.Errorf("body: give_up_reason %q", got)
+	}
+
+	rec = tracetest.NewSpanRecorder()
+	tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt = New(retrytest.NewScriptTransport(steps(503, 503, 503)...), Config{TracerProvider: tp},
+		retryhttp.WithMaxAttempts(1), retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true, Threshold: 3}))
+	for range 4 {
+		req, _ := http.NewRequest("GET", "http://api.test/", nil)
+		if resp, err := rt.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	spans := rec.Ended()
+	last := spans[len(spans)-1]
+	if got := attrs(last)[AttrGiveUp].AsString(); got != "circuit_open" || attrs(last)[AttrAttempts].AsInt64() != 0 {
+		t.Errorf("circuit_open: request span %v", attrs(last))
+	}
+}
