@@ -27,15 +27,16 @@ type call struct {
 	tee        *teeBody // the first attempt's body, while it is being kept
 	keyed      bool
 	replayable bool
-	gotConn    *atomic.Bool // set by the trace of a request that is not replayable
-	budget     *hostBudget  // the host's budget, nil without one
-	breaker    *breakerHost // the host's breaker, nil without one
-	pass       holdMode     // how the next attempt passes the breaker
-	charged    bool         // the next attempt's retry was charged to the budget
-	firstFail  time.Time    // when the first attempt failed, if it did
+	gotConn    *atomic.Bool     // set by the trace of a request that is not replayable
+	traceAlone bool             // gotConn alone tells whether anything was sent (an *http.Transport)
+	budget     *hostBudget      // the host's budget, nil without one
+	breaker    *breakerHost     // the host's breaker, nil without one
+	pass       holdMode         // how the next attempt passes the breaker
+	charged    bool             // the next attempt's retry was charged to the budget
+	firstFail  time.Time        // when the first attempt failed, if it did
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	lastDelay  time.Duration    // the wait before the attempt in flight
-	start      time.Time    // when the first attempt began, with WithMaxElapsed only
+	start      time.Time        // when the first attempt began, with WithMaxElapsed only
 }
 
 // result is what one attempt ended with, classified once.
@@ -80,12 +81,17 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 	}
 	k.detectLayered()
 	k.replayable = k.keyed || idempotentMethod(method)
-	if !k.replayable && !c.plainBase {
-		// Whether a dial error means that nothing was sent: over an
-		// *http.Transport it does (it sends a request that is not
-		// replayable on one connection only, and resends others only
-		// when nothing was written), so the trace is for other bases.
+	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
+		// Whether an error means that nothing was sent. Over a plain
+		// *http.Transport and http, a dial error says so (it sends a
+		// request that is not replayable on one connection only, and
+		// resends others only when nothing was written), at no cost.
+		// Over https a reset during the TLS handshake is an error like
+		// any other read error: only the trace tells that no connection
+		// was had. Over another base, the trace and a dial error must
+		// agree.
 		k.gotConn = new(atomic.Bool)
+		k.traceAlone = c.plainBase
 	}
 
 	first := req.Body
@@ -157,7 +163,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 		r.retryable = k.ctx.Err() == nil && classifyErrorFor(k.header0(), err) == errRetryable
 		// Nothing was written if no connection was had: the trace (for a
 		// request where it matters) saw none, and the error says so.
-		r.notSent = r.retryable && isDialError(err) && (k.gotConn == nil || !k.gotConn.Load())
+		r.notSent = r.retryable && k.neverSent(err)
 	}
 	if k.c.retryIf != nil {
 		k.applyRetryIf(&r)
@@ -303,4 +309,16 @@ func (k *call) header0() http.Header {
 		return k.header
 	}
 	return k.req.Header
+}
+
+// neverSent reports whether an attempt that ended in err provably sent
+// nothing: no connection was had.
+func (k *call) neverSent(err error) bool {
+	switch {
+	case k.gotConn == nil:
+		return isDialError(err)
+	case k.traceAlone:
+		return !k.gotConn.Load()
+	}
+	return isDialError(err) && !k.gotConn.Load()
 }

@@ -10,7 +10,9 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -493,5 +495,51 @@ func TestLoad10kHeld(t *testing.T) {
 	}
 	if c := srv.OpenConns(); c != 0 {
 		t.Errorf("%d connections still open at the server", c)
+	}
+}
+
+// resetFirst resets the first n connections it accepts as soon as their
+// first bytes arrive (for TLS, during the handshake), and hands the others
+// on.
+type resetFirst struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *resetFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || l.n.Add(-1) < 0 {
+			return c, err
+		}
+		buf := make([]byte, 16)
+		c.Read(buf)
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}
+}
+
+// A reset during the TLS handshake happens before any byte of the request
+// was written: a bare POST is retried, and reaches the server once.
+func TestTLSHandshakeResetPOSTRetried(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		io.Copy(io.Discard, r.Body)
+	}))
+	l := &resetFirst{Listener: srv.Listener}
+	l.n.Store(1)
+	srv.Listener = l
+	srv.StartTLS()
+	defer srv.Close()
+	tr := New(srv.Client().Transport, WithBackoff(Constant(time.Millisecond)))
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(newRequest(t, "POST", srv.URL, strings.NewReader("pay")))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || posts.Load() != 1 {
+		t.Errorf("status %d, server saw %d POSTs; want 200 after one", resp.StatusCode, posts.Load())
 	}
 }

@@ -62,7 +62,7 @@ func (k *call) applyRetryIf(r *result) {
 	case Retry:
 		r.retryable = k.ctx.Err() == nil
 		if r.err != nil {
-			r.notSent = r.retryable && isDialError(r.err) && (k.gotConn == nil || !k.gotConn.Load())
+			r.notSent = r.retryable && k.neverSent(r.err)
 		}
 	case DontRetry:
 		r.retryable, r.notSent = false, false
