@@ -160,7 +160,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	if err == nil {
 		r.retryable = k.retryableStatus(resp.StatusCode)
 	} else {
-		r.retryable = k.ctx.Err() == nil && classifyErrorFor(k.header0(), err) == errRetryable
+		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable
 		// Nothing was written if no connection was had: the trace (for a
 		// request where it matters) saw none, and the error says so.
 		r.notSent = r.retryable && k.neverSent(err)

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -37,7 +38,8 @@ func TestNonCanonicalKeyNotDoubled(t *testing.T) {
 	base := retrytest.NewScriptTransport(steps(503)...)
 	tr, _ := testTransport(base, WithIdempotencyKeys(), WithBackoff(Constant(0)))
 	req := newRequest(t, "POST", "http://h/", nil)
-	req.Header["idempotency-key"] = []string{"mine"}
+	lower := strings.ToLower(HeaderIdempotencyKey) // as a map assignment would spell it
+	req.Header[lower] = []string{"mine"}
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +49,8 @@ func TestNonCanonicalKeyNotDoubled(t *testing.T) {
 		t.Fatalf("%d attempts, want 2: the keyed POST is retried", base.Count())
 	}
 	for i, a := range base.Attempts() {
-		if n := len(a.Header.Values(HeaderIdempotencyKey)); n != 0 || a.Header["idempotency-key"][0] != "mine" {
-			t.Errorf("attempt %d: %d injected keys and %q, want only the caller's", i+1, n, a.Header["idempotency-key"])
+		if n := len(a.Header.Values(HeaderIdempotencyKey)); n != 0 || a.Header[lower][0] != "mine" {
+			t.Errorf("attempt %d: %d injected keys and %q, want only the caller's", i+1, n, a.Header[lower])
 		}
 	}
 }

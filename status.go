@@ -65,15 +65,11 @@ const (
 // text; everything else a transport returns is taken as transient, because
 // net/http reports HTTP/2 stream resets and GOAWAY with unexported types.
 // The caller's own cancellation is handled before this is called.
-func classifyError(err error) errClass {
-	return classifyErrorFor(nil, err)
-}
-
-// classifyErrorFor is classifyError for a request with header h: an error
-// from a request whose header net/http refuses is permanent (it reports
-// that with an untyped error, so the header is checked instead, on the
-// failure path only).
-func classifyErrorFor(h http.Header, err error) errClass {
+//
+// An error of a request whose header h net/http refuses is permanent:
+// net/http reports that with an untyped error, so the header is checked
+// instead, on the failure path only.
+func classifyError(h http.Header, err error) errClass {
 	if h != nil && !validHeader(h) {
 		return errPermanent
 	}

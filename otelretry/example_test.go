@@ -51,7 +51,7 @@ func show(s sdktrace.ReadOnlySpan, keys ...string) string {
 	for _, k := range keys {
 		for _, kv := range s.Attributes() {
 			if string(kv.Key) == k {
-				out += fmt.Sprintf(" %s=%v", k, kv.Value.Emit())
+				out += fmt.Sprintf(" %s=%v", k, kv.Value.String())
 			}
 		}
 	}
