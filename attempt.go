@@ -155,7 +155,16 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 			}
 		}()
 	}
-	resp, err, timedOut := k.send(n, body)
+	if k.c.hedge != nil && n == 1 {
+		return k.hedged(body)
+	}
+	resp, err, timedOut, end := k.send(k.ctx, n, body, false)
+	k.hookEnd = end
+	return k.classify(resp, err, timedOut)
+}
+
+// classify sorts what an attempt ended with.
+func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result) {
 	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
 	if err == nil {
 		r.retryable = k.retryableStatus(resp.StatusCode)
@@ -205,11 +214,12 @@ func (k *call) record(r *result) {
 	}
 }
 
-// send builds attempt n's request and sends it under the per-attempt
-// timeout, if one is set.
-func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, timedOut bool) {
+// send builds attempt n's request and sends it under base, the request's
+// context or a copy's of a hedged attempt, and under the per-attempt
+// timeout, if one is set. It returns the attempt hook's end, if any.
+func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool) (resp *http.Response, err error, timedOut bool, end func(AttemptEnd)) {
 	c, req := k.c, k.req
-	ctx := k.ctx
+	ctx := base
 	if k.gotConn != nil {
 		gotConn := k.gotConn
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -241,8 +251,8 @@ func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, 
 	}
 	if c.attemptHook != nil {
 		var hctx context.Context
-		hctx, k.hookEnd = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
-			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay})
+		hctx, end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
+			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge})
 		if hctx != nil && hctx != ctx {
 			ctx = hctx
 			r = req.WithContext(ctx)
@@ -263,7 +273,7 @@ func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, 
 	}
 	if cancel == nil {
 		resp, err = k.sendChecked(r)
-		return resp, err, false
+		return resp, err, false, end
 	}
 
 	timer := time.AfterFunc(c.perAttemptTimeout, func() { cancel(ErrAttemptTimeout) })
@@ -273,14 +283,14 @@ func (k *call) send(n int, body io.ReadCloser) (resp *http.Response, err error, 
 			resp.Body.Close()
 		}
 		cancel(context.Canceled)
-		return nil, &attemptTimeoutError{c.perAttemptTimeout, err}, true
+		return nil, &attemptTimeoutError{c.perAttemptTimeout, err}, true, end
 	}
 	if err != nil {
 		cancel(context.Canceled)
-		return nil, err, false
+		return nil, err, false, end
 	}
 	resp.Body = wrapCancel(resp.Body, cancel)
-	return resp, nil, false
+	return resp, nil, false, end
 }
 
 // sendChecked sends r, keeping the RoundTripper contract for a base that

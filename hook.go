@@ -18,6 +18,7 @@ type AttemptStart struct {
 	Attempt     int           // 1 for the first
 	MaxAttempts int
 	Delay       time.Duration // the wait before this attempt, 0 for the first
+	Hedge       bool          // a hedged copy of the first attempt (WithHedging)
 }
 
 // AttemptEnd describes how an attempt ended, and what came of it.

@@ -24,6 +24,8 @@ import (
 //	retryhttp_giveups_total{name,reason}      retryable failures not retried, by why
 //	retryhttp_backoff_seconds{name}           waits before retries
 //	retryhttp_layered_retries_total{name,source}  requests that arrived as retries of a layer above
+//	retryhttp_hedges_total{name}              hedged copies sent (WithHedging)
+//	retryhttp_hedges_won_total{name}          hedged copies whose answer was returned
 //
 // Error classes are timeout, canceled, refused, reset, eof and error; a
 // method outside the standard ones is counted as "other". No label ever
@@ -35,6 +37,8 @@ type Metrics struct {
 	giveups  *prometheus.CounterVec
 	backoff  *prometheus.HistogramVec
 	layered  *prometheus.CounterVec
+	hedges   *prometheus.CounterVec
+	hedgeWon *prometheus.CounterVec
 
 	mu     sync.Mutex
 	byName map[string]*transportMetrics
@@ -69,6 +73,14 @@ func NewMetrics() *Metrics {
 			Name: "retryhttp_layered_retries_total",
 			Help: "Requests that arrived as retries of a layer above (an SDK, gRPC, another retryhttp), by source.",
 		}, []string{"name", "source"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_hedges_total",
+			Help: "Hedged copies of first attempts sent (WithHedging).",
+		}, []string{"name"}),
+		hedgeWon: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_hedges_won_total",
+			Help: "Hedged copies whose answer was the one returned.",
+		}, []string{"name"}),
 		byName: make(map[string]*transportMetrics),
 	}
 }
@@ -81,6 +93,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.giveups.Describe(ch)
 	m.backoff.Describe(ch)
 	m.layered.Describe(ch)
+	m.hedges.Describe(ch)
+	m.hedgeWon.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -91,6 +105,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.giveups.Collect(ch)
 	m.backoff.Collect(ch)
 	m.layered.Collect(ch)
+	m.hedges.Collect(ch)
+	m.hedgeWon.Collect(ch)
 }
 
 // WithMetrics makes the Transport record into m. The default records
@@ -124,6 +140,8 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	for i, method := range methodLabels {
 		tm.requests[i] = m.requests.WithLabelValues(name, method)
 	}
+	tm.hedges = m.hedges.WithLabelValues(name)
+	tm.hedgesWon = m.hedgeWon.WithLabelValues(name)
 	for i, source := range layerLabels {
 		tm.layered[i] = m.layered.WithLabelValues(name, source)
 	}
@@ -150,12 +168,14 @@ func methodIndex(method string) int {
 // All its methods do nothing on a nil receiver, so that a Transport without
 // metrics pays one comparison.
 type transportMetrics struct {
-	requests [len(methodLabels)]prometheus.Counter
-	giveups  [len(giveUpReasons)]prometheus.Counter
-	layered  [numLayers]prometheus.Counter
-	backoff  prometheus.Observer
-	attempts labelCache
-	retries  labelCache
+	requests  [len(methodLabels)]prometheus.Counter
+	giveups   [len(giveUpReasons)]prometheus.Counter
+	layered   [numLayers]prometheus.Counter
+	hedges    prometheus.Counter
+	hedgesWon prometheus.Counter
+	backoff   prometheus.Observer
+	attempts  labelCache
+	retries   labelCache
 }
 
 func (tm *transportMetrics) request(method string) {
@@ -174,6 +194,18 @@ func (tm *transportMetrics) retry(o outcomeID, delay time.Duration) {
 	if tm != nil {
 		tm.retries.get(o).Inc()
 		tm.backoff.Observe(delay.Seconds())
+	}
+}
+
+func (tm *transportMetrics) hedge() {
+	if tm != nil {
+		tm.hedges.Inc()
+	}
+}
+
+func (tm *transportMetrics) hedgeWon() {
+	if tm != nil {
+		tm.hedgesWon.Inc()
 	}
 }
 

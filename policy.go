@@ -71,6 +71,7 @@ type config struct {
 	clock             clock
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 	layers            *layers       // retries of the layers above, seen by this Transport
+	hedge             *hedger       // WithHedging, or nil
 	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
 }
 
