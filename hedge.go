@@ -130,7 +130,8 @@ type copyResult struct {
 	r      result
 	end    func(AttemptEnd)
 	cancel context.CancelCauseFunc
-	idx    int // 0 for the first attempt, 1... for the hedges
+	idx    int           // 0 for the first attempt, 1... for the hedges
+	took   time.Duration // from the copy's own start to its answer
 }
 
 // hedged sends the first attempt, and copies of it while it is slow to
@@ -165,8 +166,10 @@ func (k *call) hedged(body io.ReadCloser) result {
 		idx := len(cancels)
 		cancels = append(cancels, cancel)
 		go func() {
+			t0 := kc.c.clock.Now()
 			resp, err, timedOut, end := kc.send(ctx, 1, b, idx > 0)
-			results <- copyResult{kc.classify(resp, err, timedOut), end, cancel, idx}
+			took := kc.c.clock.Now().Sub(t0)
+			results <- copyResult{kc.classify(resp, err, timedOut), end, cancel, idx, took}
 		}()
 	}
 	launch(body)
@@ -182,7 +185,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 				if last != nil {
 					k.dropCopy(*last)
 				}
-				return k.keepCopy(kc, cr, cancels, results, pending, start, lat)
+				return k.keepCopy(kc, cr, cancels, results, pending, lat)
 			}
 			// A failure worth retrying while other copies are out: keep
 			// it, and wait for them.
@@ -220,10 +223,12 @@ func (k *call) mayHedge() bool {
 // them in the background. The winner's context lives until its body is
 // closed.
 func (k *call) keepCopy(kc *call, win copyResult, cancels []context.CancelCauseFunc, results chan copyResult,
-	pending int, start time.Time, lat *latencies) result {
+	pending int, lat *latencies) result {
 	k.hookEnd = win.end
 	if win.r.err == nil && !win.r.retryable {
-		lat.record(k.c.clock.Now().Sub(start))
+		// The winner's own latency, not the request's: a hedge's wait
+		// before it was sent is no latency of the host's.
+		lat.record(win.took)
 		if win.idx > 0 {
 			k.c.metrics.hedgeWon()
 		}
