@@ -36,9 +36,11 @@ type AttemptEnd struct {
 // start; the context it returns is the attempt's (a span in it is the
 // parent of what the base does), and the function it returns, if not nil,
 // is called once with the attempt's end, when the Transport has decided
-// what comes of it. Both are called on the goroutine of RoundTrip and must
-// return quickly. The default is none; without one, an attempt costs
-// nothing more.
+// what comes of it. Both must return quickly. They are called on the
+// goroutine of RoundTrip, except for the copies of a hedged attempt
+// (AttemptStart.Hedge, and the first attempt they race), which run on
+// goroutines of their own, at the same time. The default is none; without
+// one, an attempt costs nothing more.
 func WithAttemptHook(h func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd))) Option {
 	return Option{apply: func(c *config) error {
 		c.attemptHook = h

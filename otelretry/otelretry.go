@@ -22,6 +22,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -42,6 +43,7 @@ const (
 	AttrNextDelay   = attribute.Key("retryhttp.next_delay")     // seconds to wait before the next attempt, if retried
 	AttrGiveUp      = attribute.Key("retryhttp.give_up_reason") // why a retryable outcome was not retried
 	AttrAttempts    = attribute.Key("retryhttp.attempts")       // on the request's span: attempts sent
+	AttrHedge       = attribute.Key("retryhttp.hedge")          // a hedged copy of the first attempt (WithHedging)
 )
 
 // Config says where spans go. A zero Config uses OpenTelemetry's global
@@ -82,8 +84,10 @@ func (t *transport) CloseIdleConnections() { t.next.CloseIdleConnections() }
 
 type stateKey struct{}
 
-// state is what the attempts of one request tell its span.
+// state is what the attempts of one request tell its span. Hedged copies
+// report at the same time, hence the lock.
 type state struct {
+	mu       sync.Mutex
 	attempts int
 	giveUp   retryhttp.GiveUpReason
 }
@@ -100,13 +104,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	st := &state{}
 	ctx = context.WithValue(ctx, stateKey{}, st)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	span.SetAttributes(AttrAttempts.Int(st.attempts))
+	st.mu.Lock()
+	attempts, giveUp := st.attempts, st.giveUp
+	st.mu.Unlock()
+	span.SetAttributes(AttrAttempts.Int(attempts))
 	var re *retryhttp.Error
 	if errors.As(err, &re) && re.Reason != "" {
-		st.giveUp = re.Reason
+		giveUp = re.Reason
 	}
-	if st.giveUp != "" {
-		span.SetAttributes(AttrGiveUp.String(string(st.giveUp)))
+	if giveUp != "" {
+		span.SetAttributes(AttrGiveUp.String(string(giveUp)))
 	}
 	switch {
 	case err != nil:
@@ -132,9 +139,14 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 		t.prop.Inject(ctx, propagation.HeaderCarrier(a.Header))
 		return ctx, nil
 	}
-	st.attempts = a.Attempt
+	st.mu.Lock()
+	st.attempts = max(st.attempts, a.Attempt)
+	st.mu.Unlock()
 	attrs := append(requestAttrs(a.Request),
 		AttrAttempt.Int(a.Attempt), AttrMaxAttempts.Int(a.MaxAttempts))
+	if a.Hedge {
+		attrs = append(attrs, AttrHedge.Bool(true))
+	}
 	if a.Attempt > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(a.Delay.Seconds()))
 	}
@@ -155,7 +167,9 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 		}
 		if e.GiveUp != "" {
 			span.SetAttributes(AttrGiveUp.String(string(e.GiveUp)))
+			st.mu.Lock()
 			st.giveUp = e.GiveUp
+			st.mu.Unlock()
 		}
 		span.End()
 	}

@@ -230,3 +230,48 @@ func TestSpansGiveUpBodyAndCircuit(t *testing.T) {
 		t.Errorf("circuit_open: request span %v", attrs(last))
 	}
 }
+
+// A hedged request: the trace shows the first attempt and its hedge, both
+// children of the request's span, the hedge marked.
+func TestSpansHedged(t *testing.T) {
+	slow := retrytest.Step{Reply: retrytest.Reply{Delay: 300 * time.Millisecond, Body: "slow"}}
+	fast := retrytest.Step{Reply: retrytest.Reply{Delay: time.Millisecond, Body: "fast"}}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt := New(retrytest.NewScriptTransport(slow, fast), Config{TracerProvider: tp},
+		retryhttp.WithHedging(retryhttp.HedgeConfig{Delay: 20 * time.Millisecond}))
+	req, _ := http.NewRequest("GET", "http://api.test/", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	resp.Body.Close()
+	for end := time.Now().Add(2 * time.Second); len(rec.Ended()) < 3 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond) // the cancelled copy ends its span in the background
+	}
+	spans := rec.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want the request's, the attempt's and the hedge's", len(spans))
+	}
+	var root sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.Name() == "retryhttp GET" {
+			root = s
+		}
+	}
+	hedges := 0
+	for _, s := range spans {
+		if s == root {
+			continue
+		}
+		if s.Parent().SpanID() != root.SpanContext().SpanID() {
+			t.Errorf("span %q is not a child of the request's", s.Name())
+		}
+		if attrs(s)[AttrHedge].AsBool() {
+			hedges++
+		}
+	}
+	if hedges != 1 {
+		t.Errorf("%d spans marked as hedges, want 1", hedges)
+	}
+}
