@@ -2,7 +2,9 @@ package retryhttp
 
 import (
 	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -128,4 +130,41 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 			t.Errorf("got %q after %v; want the hedge's, sent after about the p95 of 5ms", b, time.Since(start))
 		}
 	})
+}
+
+// Over a real connection: the slow copy that lost is cancelled, its
+// connection closed, and nothing is left behind (goleak checks the
+// goroutines when the package's tests end).
+func TestHedgeRealServerNoLeaks(t *testing.T) {
+	var n atomic.Int32
+	srv := retrytest.NewServer()
+	srv.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	tr := New(nil, WithHedging(HedgeConfig{Delay: 20 * time.Millisecond}))
+	start := time.Now()
+	resp, err := tr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if time.Since(start) > time.Second {
+		t.Errorf("answered after %v: the hedge did not win", time.Since(start))
+	}
+	tr.CloseIdleConnections()
+	for end := time.Now().Add(3 * time.Second); srv.OpenConns() > 0 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := srv.OpenConns(); c != 0 {
+		t.Errorf("%d connections left open at the server", c)
+	}
 }
