@@ -169,7 +169,8 @@ func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result
 	if err == nil {
 		r.retryable = k.retryableStatus(resp.StatusCode)
 	} else {
-		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable
+		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
+			!k.lengthMismatch()
 		// Nothing was written if no connection was had: the trace (for a
 		// request where it matters) saw none, and the error says so.
 		r.notSent = r.retryable && k.neverSent(err)
@@ -331,4 +332,22 @@ func (k *call) neverSent(err error) bool {
 		return !k.gotConn.Load()
 	}
 	return isDialError(err) && !k.gotConn.Load()
+}
+
+// lengthMismatch reports whether the body GetBody gives is not the length
+// the request declares: net/http refuses to send such a request (with an
+// untyped error), and would refuse every retry alike. It reads a body
+// from GetBody, on the failure path only.
+func (k *call) lengthMismatch() bool {
+	cl := k.req.ContentLength
+	if k.mode != bodyGetBody || cl <= 0 {
+		return false
+	}
+	b, err := k.req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer b.Close()
+	n, _ := io.Copy(io.Discard, io.LimitReader(b, cl+1))
+	return n != cl
 }

@@ -135,3 +135,19 @@ func TestInvalidHeaderNotRetried(t *testing.T) {
 		t.Errorf("the server saw %d requests", srv.Count())
 	}
 }
+
+// A body from GetBody that is not the length the request declares makes
+// net/http refuse every attempt alike: not retried.
+func TestLengthMismatchNotRetried(t *testing.T) {
+	srv := retrytest.NewServer()
+	defer srv.Close()
+	tr := New(nil, WithBackoff(Constant(0)))
+	defer tr.CloseIdleConnections()
+	req := newRequest(t, "PUT", srv.URL, strings.NewReader("hello"))
+	req.ContentLength = 10
+	_, err := tr.RoundTrip(req)
+	var re *Error
+	if !errors.As(err, &re) || re.Attempts != 1 {
+		t.Errorf("RoundTrip = %v; want an *Error after 1 attempt", err)
+	}
+}
