@@ -49,7 +49,8 @@ type BreakerConfig struct {
 	// breaker is open: RoundTrip returns at once an [*Error] for which
 	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
 	// without sending anything, so that the caller can serve a fallback.
-	// One request at a time goes out as the probe, at ProbeBackoff.
+	// One request at a time goes out as the probe, at ProbeBackoff or as
+	// every fifth request that would be refused, whichever comes first.
 	FailFast bool
 }
 
@@ -127,6 +128,7 @@ type breakerHost struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed, and replaced, when the breaker closes or a probe ends
 	probing   bool          // a probe is in flight
+	refused   int           // FailFast: requests refused since the last probe
 	probes    int           // failed attempts since the breaker opened
 	prevProbe time.Duration
 	nextProbe time.Time
@@ -332,12 +334,22 @@ func (k *call) admit() bool {
 	if !h.open.Load() {
 		return true
 	}
-	if h.tryProbe(k.c.clock.Now(), probeBudget{}, false) {
+	if h.tryProbe(k.c.clock.Now(), probeBudget{}, false) ||
+		(!h.probing && h.refused >= failFastEvery-1) {
+		h.probing, h.refused = true, 0
 		k.pass = sendProbe
 		return true
 	}
+	h.refused++
 	return false
 }
+
+// failFastEvery makes every failFastEvery-th request that an open FailFast
+// breaker would refuse its probe, if the probe backoff has not come first:
+// probes follow the traffic, a fifth of it at most, so that a busy client
+// sees a recovery within a few of its requests and a quiet one within its
+// probe backoff.
+const failFastEvery = 5
 
 // passBreaker is called when a retry's wait has ended. While the host's
 // breaker is open, it holds the retry until it may go as the probe or a

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
 	"sync"
@@ -444,5 +445,32 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 		h.succeeded(c.clock)
 		cancel()
 		wg.Wait()
+	})
+}
+
+// With FailFast, every fifth request that would be refused goes as the
+// probe, if the probe backoff has not come first: probes follow traffic.
+func TestBreakerFailFastProbesEveryFifth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := make([]retrytest.Step, 0, 20)
+		for range 20 {
+			steps = append(steps, retrytest.Step{Reply: retrytest.Status(503)})
+		}
+		st := retrytest.NewScriptTransport(steps...)
+		tr := New(st, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
+		var sent []int
+		for i := range 30 {
+			before := st.Count()
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+			if st.Count() > before && i >= 10 {
+				sent = append(sent, i)
+			}
+		}
+		if want := []int{14, 19, 24, 29}; fmt.Sprint(sent) != fmt.Sprint(want) {
+			t.Errorf("after the breaker opened, requests %v went out, want %v: every fifth", sent, want)
+		}
 	})
 }
