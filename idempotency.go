@@ -38,7 +38,7 @@ func idempotentMethod(method string) bool {
 // loop is for non-idempotent methods only: a GET that succeeds does not pay
 // for it.
 func hasIdempotencyKey(h http.Header, thorough bool) bool {
-	if h == nil {
+	if len(h) == 0 {
 		return false
 	}
 	if _, ok := h[HeaderIdempotencyKey]; ok {
