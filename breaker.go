@@ -50,7 +50,7 @@ type BreakerConfig struct {
 	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
 	// without sending anything, so that the caller can serve a fallback.
 	// One request at a time goes out as the probe, at ProbeBackoff or as
-	// every fifth request that would be refused, whichever comes first.
+	// every sixth request that would be refused, whichever comes first.
 	FailFast bool
 }
 
@@ -346,10 +346,10 @@ func (k *call) admit() bool {
 
 // failFastEvery makes every failFastEvery-th request that an open FailFast
 // breaker would refuse its probe, if the probe backoff has not come first:
-// probes follow the traffic, a fifth of it at most, so that a busy client
+// probes follow the traffic, a sixth of it at most, so that a busy client
 // sees a recovery within a few of its requests and a quiet one within its
 // probe backoff.
-const failFastEvery = 5
+const failFastEvery = 6
 
 // passBreaker is called when a retry's wait has ended. While the host's
 // breaker is open, it holds the retry until it may go as the probe or a

@@ -448,9 +448,9 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 	})
 }
 
-// With FailFast, every fifth request that would be refused goes as the
+// With FailFast, every sixth request that would be refused goes as the
 // probe, if the probe backoff has not come first: probes follow traffic.
-func TestBreakerFailFastProbesEveryFifth(t *testing.T) {
+func TestBreakerFailFastProbesEverySixth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		steps := make([]retrytest.Step, 0, 20)
 		for range 20 {
@@ -469,8 +469,8 @@ func TestBreakerFailFastProbesEveryFifth(t *testing.T) {
 				sent = append(sent, i)
 			}
 		}
-		if want := []int{14, 19, 24, 29}; fmt.Sprint(sent) != fmt.Sprint(want) {
-			t.Errorf("after the breaker opened, requests %v went out, want %v: every fifth", sent, want)
+		if want := []int{15, 21, 27}; fmt.Sprint(sent) != fmt.Sprint(want) {
+			t.Errorf("after the breaker opened, requests %v went out, want %v: every sixth", sent, want)
 		}
 	})
 }
