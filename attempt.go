@@ -158,7 +158,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	if k.c.hedge != nil && n == 1 {
 		return k.hedged(body)
 	}
-	resp, err, timedOut, end := k.send(k.ctx, n, body, false)
+	resp, timedOut, end, err := k.send(k.ctx, n, body, false)
 	k.hookEnd = end
 	return k.classify(resp, err, timedOut)
 }
@@ -218,7 +218,7 @@ func (k *call) record(r *result) {
 // send builds attempt n's request and sends it under base, the request's
 // context or a copy's of a hedged attempt, and under the per-attempt
 // timeout, if one is set. It returns the attempt hook's end, if any.
-func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool) (resp *http.Response, err error, timedOut bool, end func(AttemptEnd)) {
+func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool) (resp *http.Response, timedOut bool, end func(AttemptEnd), err error) {
 	c, req := k.c, k.req
 	ctx := base
 	if k.gotConn != nil {
@@ -274,7 +274,7 @@ func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool)
 	}
 	if cancel == nil {
 		resp, err = k.sendChecked(r)
-		return resp, err, false, end
+		return resp, false, end, err
 	}
 
 	timer := time.AfterFunc(c.perAttemptTimeout, func() { cancel(ErrAttemptTimeout) })
@@ -284,14 +284,14 @@ func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool)
 			resp.Body.Close()
 		}
 		cancel(context.Canceled)
-		return nil, &attemptTimeoutError{c.perAttemptTimeout, err}, true, end
+		return nil, true, end, &attemptTimeoutError{c.perAttemptTimeout, err}
 	}
 	if err != nil {
 		cancel(context.Canceled)
-		return nil, err, false, end
+		return nil, false, end, err
 	}
 	resp.Body = wrapCancel(resp.Body, cancel)
-	return resp, nil, false, end
+	return resp, false, end, nil
 }
 
 // sendChecked sends r, keeping the RoundTripper contract for a base that

@@ -145,7 +145,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 	}
 	start := c.clock.Now()
 	if delay <= 0 || !k.replayable || (k.mode != bodyNone && k.mode != bodyGetBody) {
-		resp, err, timedOut, end := k.send(k.ctx, 1, body, false)
+		resp, timedOut, end, err := k.send(k.ctx, 1, body, false)
 		k.hookEnd = end
 		r := k.classify(resp, err, timedOut)
 		if r.err == nil && !r.retryable {
@@ -167,7 +167,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 		cancels = append(cancels, cancel)
 		go func() {
 			t0 := kc.c.clock.Now()
-			resp, err, timedOut, end := kc.send(ctx, 1, b, idx > 0)
+			resp, timedOut, end, err := kc.send(ctx, 1, b, idx > 0)
 			took := kc.c.clock.Now().Sub(t0)
 			results <- copyResult{kc.classify(resp, err, timedOut), end, cancel, idx, took}
 		}()
