@@ -5,7 +5,7 @@ BENCHSTAT = golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCOUNT ?= 8
 FUZZTIME ?= 30s
 
-.PHONY: test demo lint bench bench-peers bench-check fuzz examples
+.PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance
 
 # test: formatting, tidy modules, vet and every test of every package
 # under the race detector, examples included.
@@ -14,6 +14,7 @@ test:
 	cd bench && $(GO) mod tidy -diff
 	cd examples/sdk && $(GO) mod tidy -diff
 	cd otelretry && $(GO) mod tidy -diff
+	cd conformance && $(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -39,6 +40,7 @@ lint:
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	cd examples/sdk && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	cd otelretry && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd conformance && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # bench: the root benchmarks, each against the bare base transport in the
 # same run, interleaved (one -count at a time, BENCHCOUNT times) so that
@@ -63,3 +65,9 @@ fuzz:
 # bench-check: the benchmark module builds, passes vet, and its tests pass.
 bench-check:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# conformance: the README's promises against go-httpbin behind toxiproxy
+# (in-process, HTTP/1.1 and HTTP/2 with TLS), in its own module; writes
+# conformance/results.md and the README's table from the run.
+conformance:
+	cd conformance && CONFORMANCE_UPDATE=1 $(GO) test -race -count=1 ./...

@@ -1,0 +1,252 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/collectors"
+	"github.com/mccutchen/go-httpbin/v2/httpbin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/retryhttp/retryhttp"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"))
+}
+
+// recorder is go-httpbin with a log of what it received.
+type recorder struct {
+	h    http.Handler
+	mu   sync.Mutex
+	seen []seen
+}
+
+type seen struct{ key, sum string }
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	sum := sha256.Sum256(body)
+	r.mu.Lock()
+	r.seen = append(r.seen, seen{req.Header.Get("Idempotency-Key"), hex.EncodeToString(sum[:8])})
+	r.mu.Unlock()
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	r.h.ServeHTTP(w, req)
+}
+
+func (r *recorder) take() []seen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seen
+	r.seen = nil
+	return s
+}
+
+// kind is one kind of request.
+type kind struct {
+	name string
+	opts []retryhttp.Option
+	req  func(url string) *http.Request
+}
+
+var payload = strings.Repeat("0123456789", 100)
+
+var kinds = []kind{
+	{"GET", nil, func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }},
+	{"POST, no key", nil, func(u string) *http.Request {
+		r, _ := http.NewRequest("POST", u, strings.NewReader(payload))
+		return r
+	}},
+	{"POST, injected key", []retryhttp.Option{retryhttp.WithIdempotencyKeys()}, func(u string) *http.Request {
+		r, _ := http.NewRequest("POST", u, strings.NewReader(payload))
+		return r
+	}},
+	{"chunked POST without GetBody, injected key", []retryhttp.Option{retryhttp.WithIdempotencyKeys()}, func(u string) *http.Request {
+		r, _ := http.NewRequest("POST", u, io.NopCloser(strings.NewReader(payload)))
+		return r
+	}},
+}
+
+// fault is one thing that goes wrong, and what each kind must see.
+type fault struct {
+	name  string
+	path  string // on go-httpbin
+	toxic string // toxiproxy JSON, if any
+	down  bool   // the proxy disabled: connection refused
+	// want attempts sent (by retryhttp's metrics) per kind, in kinds'
+	// order; wantTLS, if set, over HTTP/2 with TLS, where the toxics strike
+	// during the handshake, before any byte of the request was written
+	want, wantTLS [4]int
+}
+
+var faults = []fault{
+	{name: "200", path: "/anything", want: [4]int{1, 1, 1, 1}},
+	{name: "503 (go-httpbin /status/503)", path: "/status/503", want: [4]int{4, 1, 4, 4}},
+	{name: "404", path: "/status/404", want: [4]int{1, 1, 1, 1}},
+	{name: "connection refused (proxy disabled)", path: "/anything", down: true, want: [4]int{4, 4, 4, 4}},
+	{name: "reset_peer on the answer", path: "/anything", toxic: `{"name":"t","type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`,
+		want: [4]int{4, 1, 4, 4}, wantTLS: [4]int{4, 4, 4, 4}},
+	{name: "timeout: no answer (per-attempt timeout 200 ms)", path: "/anything", toxic: `{"name":"t","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+		want: [4]int{4, 1, 4, 4}, wantTLS: [4]int{4, 4, 4, 4}},
+	{name: "latency 50 ms", path: "/anything", toxic: `{"name":"t","type":"latency","stream":"downstream","attributes":{"latency":50}}`, want: [4]int{1, 1, 1, 1}},
+	{name: "slicer (answer in 1-byte slices)", path: "/anything", toxic: `{"name":"t","type":"slicer","stream":"downstream","attributes":{"average_size":1,"size_variation":0,"delay":0}}`, want: [4]int{1, 1, 1, 1}},
+}
+
+func TestConformance(t *testing.T) {
+	var table strings.Builder
+	fmt.Fprintf(&table, "| protocol | fault | %s |\n|---|---|%s\n", strings.Join(names(), " | "), strings.Repeat("---|", len(kinds)))
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2 (TLS)"} {
+		rec := &recorder{h: httpbin.New()}
+		up := httptest.NewUnstartedServer(rec)
+		up.Config.ErrorLog = log.New(io.Discard, "", 0) // the toxics' broken handshakes
+		if proto != "HTTP/1.1" {
+			up.EnableHTTP2 = true
+			up.StartTLS()
+		} else {
+			up.Start()
+		}
+		srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+		srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
+		proxy := toxiproxy.NewProxy(srv, "up", "127.0.0.1:0", up.Listener.Addr().String())
+		if err := proxy.Start(); err != nil {
+			t.Fatal(err)
+		}
+		scheme := "http"
+		if up.TLS != nil {
+			scheme = "https"
+		}
+		for _, f := range faults {
+			row := []string{proto, f.name}
+			if f.toxic != "" {
+				if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(f.toxic)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f.down {
+				proxy.Stop()
+			}
+			for i, k := range kinds {
+				base := up.Client().Transport.(*http.Transport).Clone()
+				m := retryhttp.NewMetrics()
+				tr := retryhttp.New(base, append([]retryhttp.Option{retryhttp.WithMetrics(m),
+					retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithBudget(nil),
+					retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true}),
+					retryhttp.WithPerAttemptTimeout(200 * time.Millisecond)}, k.opts...)...)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				req := k.req(scheme + "://" + proxy.Listen + f.path).WithContext(ctx)
+				resp, err := tr.RoundTrip(req)
+				outcome := ""
+				if err != nil {
+					outcome = "error"
+				} else {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					outcome = fmt.Sprint(resp.StatusCode)
+				}
+				cancel()
+				base.CloseIdleConnections()
+				sent := int(sum(t, m, "retryhttp_attempts_total"))
+				got := rec.take()
+				keys, sums := map[string]bool{}, map[string]bool{}
+				for _, s := range got {
+					keys[s.key] = true
+					sums[s.sum] = true
+				}
+				want := f.want[i]
+				if up.TLS != nil && f.wantTLS != [4]int{} {
+					want = f.wantTLS[i]
+				}
+				if sent != want {
+					t.Errorf("%s, %s, %s: %d attempts sent, want %d", proto, f.name, k.name, sent, want)
+				}
+				if len(sums) > 1 {
+					t.Errorf("%s, %s, %s: the server received %d different bodies", proto, f.name, k.name, len(sums))
+				}
+				if k.opts != nil && len(got) > 0 && (len(keys) != 1 || keys[""]) {
+					t.Errorf("%s, %s, %s: keys %v, want one key on every attempt", proto, f.name, k.name, keys)
+				}
+				row = append(row, fmt.Sprintf("%s; %d sent, %d received", outcome, sent, len(got)))
+			}
+			if f.down {
+				if err := proxy.Start(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f.toxic != "" {
+				proxy.Toxics.RemoveToxic(context.Background(), "t")
+			}
+			fmt.Fprintf(&table, "| %s |\n", strings.Join(row, " | "))
+		}
+		proxy.Stop()
+		up.Close()
+	}
+	t.Log("\n" + table.String())
+	if os.Getenv("CONFORMANCE_UPDATE") != "" && !t.Failed() {
+		if err := writeResults(table.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func names() []string {
+	var n []string
+	for _, k := range kinds {
+		n = append(n, k.name)
+	}
+	return n
+}
+
+// sum adds the values of a counter family of m.
+func sum(t *testing.T, m *retryhttp.Metrics, name string) float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, s := range f.GetMetric() {
+				n += s.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// writeResults writes the table to results.md and into the README, between
+// its conformance markers, so that the README shows what a run measured.
+func writeResults(table string) error {
+	head := "Made by `make conformance`: go-httpbin v2.26.0 behind toxiproxy v2.5.0, both in-process. " +
+		"Each cell: what the caller got; the attempts retryhttp sent (its metrics); the requests go-httpbin received.\n\n"
+	if err := os.WriteFile("results.md", []byte("# Conformance results\n\n"+head+table), 0o644); err != nil {
+		return err
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		return err
+	}
+	const open, end = "<!-- conformance -->\n", "<!-- /conformance -->"
+	s := string(readme)
+	i, j := strings.Index(s, open), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("README.md has no conformance markers")
+	}
+	s = s[:i+len(open)] + head + table + s[j:]
+	return os.WriteFile("../README.md", []byte(s), 0o644)
+}
