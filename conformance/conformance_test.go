@@ -100,8 +100,14 @@ var faults = []fault{
 	{name: "connection refused (proxy disabled)", path: "/anything", down: true, want: [4]int{4, 4, 4, 4}},
 	{name: "reset_peer on the answer", path: "/anything", toxic: `{"name":"t","type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`,
 		want: [4]int{4, 1, 4, 4}, wantTLS: [4]int{4, 4, 4, 4}},
-	{name: "timeout: no answer (per-attempt timeout 200 ms)", path: "/anything", toxic: `{"name":"t","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+	{name: "timeout: no answer (per-attempt timeout 1 s)", path: "/anything", toxic: `{"name":"t","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
 		want: [4]int{4, 1, 4, 4}, wantTLS: [4]int{4, 4, 4, 4}},
+	{name: "redirect (go-httpbin /redirect/1): returned, not followed", path: "/redirect/1", want: [4]int{1, 1, 1, 1}},
+	{name: "body dripped over 1.5 s, past the per-attempt timeout (/drip): read whole", path: "/drip?duration=1.5&numbytes=5&code=200&delay=0", want: [4]int{1, 1, 1, 1}},
+	{name: "limit_data: the connection closes after 40 bytes of answer", path: "/anything",
+		toxic: `{"name":"t","type":"limit_data","stream":"downstream","attributes":{"bytes":40}}`,
+		want:  [4]int{4, 1, 4, 4}, wantTLS: [4]int{4, 4, 4, 4}},
+	{name: "bandwidth 64 KB/s", path: "/anything", toxic: `{"name":"t","type":"bandwidth","stream":"downstream","attributes":{"rate":64}}`, want: [4]int{1, 1, 1, 1}},
 	{name: "latency 50 ms", path: "/anything", toxic: `{"name":"t","type":"latency","stream":"downstream","attributes":{"latency":50}}`, want: [4]int{1, 1, 1, 1}},
 	{name: "slicer (answer in 1-byte slices)", path: "/anything", toxic: `{"name":"t","type":"slicer","stream":"downstream","attributes":{"average_size":1,"size_variation":0,"delay":0}}`, want: [4]int{1, 1, 1, 1}},
 }
@@ -145,7 +151,7 @@ func TestConformance(t *testing.T) {
 				tr := retryhttp.New(base, append([]retryhttp.Option{retryhttp.WithMetrics(m),
 					retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithBudget(nil),
 					retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true}),
-					retryhttp.WithPerAttemptTimeout(200 * time.Millisecond)}, k.opts...)...)
+					retryhttp.WithPerAttemptTimeout(time.Second)}, k.opts...)...)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				req := k.req(scheme + "://" + proxy.Listen + f.path).WithContext(ctx)
 				resp, err := tr.RoundTrip(req)
@@ -153,9 +159,12 @@ func TestConformance(t *testing.T) {
 				if err != nil {
 					outcome = "error"
 				} else {
-					io.Copy(io.Discard, resp.Body)
+					_, rerr := io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					outcome = fmt.Sprint(resp.StatusCode)
+					if rerr != nil {
+						outcome += " (body cut)"
+					}
 				}
 				cancel()
 				base.CloseIdleConnections()
