@@ -115,8 +115,6 @@ type uniformBackoff struct{ lo, hi time.Duration }
 
 func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform(u.lo, u.hi) }
 
-func (b *breaker) host(h string) *breakerHost { return b.hosts.get(h) }
-
 // breakerHost is one host's breaker. score and open are read on every
 // attempt, without a lock; the rest changes only while the host is
 // failing, under mu.

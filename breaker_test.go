@@ -474,3 +474,6 @@ func TestBreakerFailFastProbesEverySixth(t *testing.T) {
 		}
 	})
 }
+
+// host returns h's breaker, as of second 0.
+func (b *breaker) host(h string) *breakerHost { return b.hosts.get(h) }

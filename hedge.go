@@ -138,7 +138,9 @@ type copyResult struct {
 // answer, and returns the first answer worth returning.
 func (k *call) hedged(body io.ReadCloser) result {
 	c, h := k.c, k.c.hedge
-	lat := h.hosts.get(k.host)
+	var buf [maxHostKey]byte
+	key, kb := canonicalHost(k.req.URL.Scheme, k.host, &buf)
+	lat := h.hosts.getKey(key, kb, c.clock.Second())
 	delay := h.cfg.Delay
 	if delay == 0 {
 		delay = lat.percentile(h.cfg.Percentile)

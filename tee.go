@@ -10,6 +10,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -139,7 +140,7 @@ func (t *teeBody) release() {
 }
 
 // errTooLong is what rest reports for a body longer than the limit.
-var errTooLong = io.ErrShortBuffer
+var errTooLong = errors.New("retryhttp: request body longer than the buffer limit")
 
 // rest returns the whole body for a retry: it waits, within ctx, until the
 // base is done with the first attempt's body, then reads what the base
