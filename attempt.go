@@ -7,6 +7,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -45,7 +46,7 @@ type result struct {
 	err       error
 	outcome   outcomeID
 	retryable bool // worth retrying (the request may still not be)
-	notSent   bool // provably never reached the server: no connection was had
+	notSent   bool // provably not processed: no connection was had, or HTTP/2 said so
 }
 
 // newCall prepares req for its attempts: it injects the idempotency key,
@@ -112,6 +113,21 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 	return first, nil
 }
 
+// teeRest returns the whole body that tee keeps, after reading the rest
+// of it, within ctx; cl is the length the request declares. It is also the
+// GetBody of the tee's attempt, which a base may call from any goroutine.
+func teeRest(ctx context.Context, tee *teeBody, cl int64) (chunks, error) {
+	cs, err := tee.rest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cl > 0 && cs.size() != cl {
+		// Not the length it declares: no attempt can send it.
+		return nil, errLengthMismatch
+	}
+	return cs, nil
+}
+
 // nextBody returns the body of the next attempt.
 func (k *call) nextBody() (io.ReadCloser, error) {
 	switch k.mode {
@@ -120,13 +136,9 @@ func (k *call) nextBody() (io.ReadCloser, error) {
 	case bodyBuffered:
 		return newReplayBody(k.buf), nil
 	case bodyTee:
-		cs, err := k.tee.rest(k.ctx)
+		cs, err := teeRest(k.ctx, k.tee, k.req.ContentLength)
 		if err != nil {
 			return nil, err
-		}
-		if k.req.ContentLength > 0 && cs.size() != k.req.ContentLength {
-			// Not the length it declares: no attempt can send it.
-			return nil, errLengthMismatch
 		}
 		k.buf, k.mode = cs, bodyBuffered
 		return newReplayBody(cs), nil
@@ -171,8 +183,9 @@ func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result
 	} else {
 		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
 			!k.lengthMismatch()
-		// Nothing was written if no connection was had: the trace (for a
-		// request where it matters) saw none, and the error says so.
+		// Nothing was processed if no connection was had (the trace, for
+		// a request where it matters, saw none, and the error says so) or
+		// if HTTP/2 says so.
 		r.notSent = r.retryable && k.neverSent(err)
 	}
 	if k.c.retryIf != nil {
@@ -267,9 +280,27 @@ func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool)
 		if header != nil {
 			r.Header = header
 		}
-		if k.mode == bodyBuffered {
+		switch {
+		case k.mode == bodyBuffered:
 			buf := k.buf
 			r.GetBody = func() (io.ReadCloser, error) { return newReplayBody(buf), nil }
+		case k.mode == bodyTee && !k.replayable:
+			// net/http resends a request that is not replayable only when
+			// the server cannot have processed it (nothing written on a
+			// reused connection, an HTTP/2 stream refused or beyond a
+			// GOAWAY), and only if it can rewind the body: let it, from
+			// what the tee keeps. A replayable request is resent by the
+			// loop instead, where the resend is counted.
+			// (A closure over copies: a method value would move the call
+			// to the heap on every path.)
+			tee, ctx, cl := k.tee, k.ctx, req.ContentLength
+			r.GetBody = func() (io.ReadCloser, error) {
+				cs, err := teeRest(ctx, tee, cl)
+				if err != nil {
+					return nil, err
+				}
+				return newReplayBody(cs), nil
+			}
 		}
 	}
 	if cancel == nil {
@@ -322,9 +353,14 @@ func (k *call) header0() http.Header {
 	return k.req.Header
 }
 
-// neverSent reports whether an attempt that ended in err provably sent
-// nothing: no connection was had.
+// neverSent reports whether an attempt that ended in err was provably not
+// processed by the server: no connection was had, or HTTP/2 says so. A base
+// that fails in the tee's GetBody (a body over the limit) was resending the
+// request for one of these reasons; the retry then gives up for the body.
 func (k *call) neverSent(err error) bool {
+	if unprocessed(err) || errors.Is(err, errTooLong) {
+		return true
+	}
 	switch {
 	case k.gotConn == nil:
 		return isDialError(err)

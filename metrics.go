@@ -27,7 +27,8 @@ import (
 //	retryhttp_hedges_total{name}              hedged copies sent (WithHedging)
 //	retryhttp_hedges_won_total{name}          hedged copies whose answer was returned
 //
-// Error classes are timeout, canceled, refused, reset, eof and error; a
+// Error classes are timeout, canceled, refused (a connection refused, or an
+// HTTP/2 stream refused or beyond a GOAWAY), reset, eof and error; a
 // method outside the standard ones is counted as "other". No label ever
 // holds a URL or a header value. Metrics is safe for concurrent use.
 type Metrics struct {

@@ -12,6 +12,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
+	"strings"
 	"syscall"
 )
 
@@ -53,7 +55,8 @@ type errClass uint8
 
 const (
 	// errRetryable: a transient failure (reset, refused, EOF, timeout, HTTP/2
-	// stream reset or GOAWAY, ...).
+	// stream reset or GOAWAY, ...). Whether the request may be sent again
+	// is neverSent's and idempotency.go's business.
 	errRetryable errClass = iota
 	// errPermanent: asking again gives the same answer (certificate
 	// verification, a TLS or DNS answer that says no, a malformed request).
@@ -111,6 +114,62 @@ func isDialError(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
 }
 
+// h2RefusedStream is HTTP/2's error code REFUSED_STREAM (RFC 9113 §7).
+const h2RefusedStream = 0x7
+
+// h2GoAwayText is the whole message of the error with which the HTTP/2
+// transport of net/http (and of golang.org/x/net/http2) ends a request that
+// a GOAWAY left unprocessed. It is an unexported errors.New value, so its
+// text, compared whole, is the only sign of it; if it ever changes, such a
+// request is handled as after any other transport error, which is safe.
+const h2GoAwayText = "http2: Transport received Server's graceful shutdown GOAWAY"
+
+// errorsNewType is the type of errors.New's values: only an error of that
+// type is asked for its text.
+var errorsNewType = reflect.TypeOf(errors.New(""))
+
+// unprocessed reports whether err is HTTP/2's word that the server did not
+// process the request, so that it may be sent again whatever its method
+// (RFC 9113 §8.7): its stream was refused with REFUSED_STREAM, or a GOAWAY
+// named a last stream below it. net/http's HTTP/2 transport resends such a
+// request itself when it can rewind the body (retryhttp gives it the means,
+// see send); this sees what reaches the Transport all the same: the error
+// after net/http's own tries are spent, and the error of a base that does
+// not resend, such as a golang.org/x/net/http2 ClientConn. Failure path
+// only: it uses reflection.
+func unprocessed(err error) bool {
+	for i := 0; err != nil && i < 16; i++ { // a chain of wrappers, bounded
+		if refusedStream(err) || reflect.TypeOf(err) == errorsNewType && err.Error() == h2GoAwayText {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// refusedStream reports whether err is an HTTP/2 stream error with the code
+// REFUSED_STREAM: net/http's http2StreamError, or a StreamError of a
+// package named http2 (golang.org/x/net/http2's, a vendored copy's), all
+// structs with a Code field.
+func refusedStream(err error) bool {
+	v := reflect.ValueOf(err)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	t := v.Type()
+	switch {
+	case t.PkgPath() == "net/http" && t.Name() == "http2StreamError":
+	case t.Name() == "StreamError" && (t.PkgPath() == "http2" || strings.HasSuffix(t.PkgPath(), "/http2")):
+	default:
+		return false
+	}
+	code := v.FieldByName("Code")
+	return code.IsValid() && code.CanUint() && code.Uint() == h2RefusedStream
+}
+
 // outcomeID names the outcome of an attempt with a small integer, so that
 // metrics can index their series by it: a status code 100..999 stands for
 // itself, 0 for any other code, and the values from outcomeError up for the
@@ -157,7 +216,7 @@ func outcome(resp *http.Response, err error, attemptTimedOut bool) outcomeID {
 		return outcomeTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return outcomeCanceled
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED), unprocessed(err):
 		return outcomeRefused
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return outcomeReset

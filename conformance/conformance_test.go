@@ -244,23 +244,29 @@ func sum(t *testing.T, m *retryhttp.Metrics, name string) float64 {
 	return n
 }
 
-// writeResults writes the table to results.md and into the README, between
-// its conformance markers, so that the README shows what a run measured.
+// writeResults writes the table to results.md and into the README.
 func writeResults(table string) error {
 	head := "Made by `make conformance`: go-httpbin v2.26.0 behind toxiproxy v2.5.0, both in-process. " +
 		"Each cell: what the caller got; the attempts retryhttp sent (its metrics); the requests go-httpbin received.\n\n"
-	if err := os.WriteFile("results.md", []byte("# Conformance results\n\n"+head+table), 0o644); err != nil {
+	return writeSection("results.md", "Conformance results", "conformance", head, table)
+}
+
+// writeSection writes a table, under a title and a head, to file and into
+// the README between the marker's comments, so that the README shows what a
+// run measured.
+func writeSection(file, title, marker, head, table string) error {
+	if err := os.WriteFile(file, []byte("# "+title+"\n\n"+head+table), 0o644); err != nil {
 		return err
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		return err
 	}
-	const open, end = "<!-- conformance -->\n", "<!-- /conformance -->"
+	open, end := "<!-- "+marker+" -->\n", "<!-- /"+marker+" -->"
 	s := string(readme)
 	i, j := strings.Index(s, open), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("README.md has no conformance markers")
+		return fmt.Errorf("README.md has no %s markers", marker)
 	}
 	s = s[:i+len(open)] + head + table + s[j:]
 	return os.WriteFile("../README.md", []byte(s), 0o644)

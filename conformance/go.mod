@@ -11,6 +11,7 @@ require (
 	github.com/retryhttp/retryhttp v0.0.0
 	github.com/rs/zerolog v1.28.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.63.0
 )
 
 require (
@@ -26,7 +27,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/xid v1.4.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 )
