@@ -13,7 +13,7 @@ type facts struct {
 	attempt     int           // the attempt that failed, 1 for the first
 	maxAttempts int           // WithMaxAttempts
 	replayable  bool          // idempotent method, or an idempotency key
-	notSent     bool          // provably never reached the server (no connection)
+	notSent     bool          // provably not processed (no connection; HTTP/2 refused it)
 	bodyOnce    bool          // the body cannot be sent again
 	backoff     time.Duration // what the Backoff asks for
 	retryAfter  time.Duration // the response's Retry-After, if hasRetryAfter

@@ -13,8 +13,9 @@
 //
 // A request is retried when its method is idempotent (GET, HEAD, OPTIONS,
 // TRACE, PUT, DELETE) or it carries an Idempotency-Key or X-Idempotency-Key
-// header, which [WithIdempotencyKeys] can add; and any request when its
-// connection could not be established, since nothing reached the server.
+// header, which [WithIdempotencyKeys] can add; and any request that the
+// server provably did not process: its connection could not be established,
+// or HTTP/2 refused its stream (REFUSED_STREAM) or left it beyond a GOAWAY.
 // The outcomes retried are 408, 429, the 5xx other than 501, 505, 506, 508,
 // 510 and 511, and transport errors other than certificate and handshake
 // refusals. A request body is replayed from GetBody, or from a copy of up to

@@ -135,7 +135,7 @@ var errorsNewType = reflect.TypeOf(errors.New(""))
 // request itself when it can rewind the body (retryhttp gives it the means,
 // see send); this sees what reaches the Transport all the same: the error
 // after net/http's own tries are spent, and the error of a base that does
-// not resend, such as a golang.org/x/net/http2 ClientConn. Failure path
+// not resend, such as an http.ClientConn. Failure path
 // only: it uses reflection.
 func unprocessed(err error) bool {
 	for i := 0; err != nil && i < 16; i++ { // a chain of wrappers, bounded
