@@ -21,8 +21,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -44,6 +46,11 @@ const (
 	AttrGiveUp      = attribute.Key("retryhttp.give_up_reason") // why a retryable outcome was not retried
 	AttrAttempts    = attribute.Key("retryhttp.attempts")       // on the request's span: attempts sent
 	AttrHedge       = attribute.Key("retryhttp.hedge")          // a hedged copy of the first attempt (WithHedging)
+	// AttrNetHTTPResends: the times net/http itself sent the attempt again,
+	// below retryhttp (a stale keep-alive connection, an HTTP/2 stream
+	// refused or beyond a GOAWAY), seen as connections got by the attempt
+	// beyond the first; set when not zero.
+	AttrNetHTTPResends = attribute.Key("retryhttp.net_http_resends")
 )
 
 // Config says where spans go. A zero Config uses OpenTelemetry's global
@@ -153,8 +160,17 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 	ctx, span := t.tracer.Start(ctx, method(a.Request),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	t.prop.Inject(ctx, propagation.HeaderCarrier(a.Header))
+	// net/http gets a connection for each time it sends the request: more
+	// than one is a resend of its own. Composed with any trace already set.
+	conns := new(atomic.Int32)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { conns.Add(1) },
+	})
 	return ctx, func(e retryhttp.AttemptEnd) {
 		span.SetAttributes(AttrOutcome.String(e.Outcome), AttrRetryable.Bool(e.Retryable))
+		if n := conns.Load(); n > 1 {
+			span.SetAttributes(AttrNetHTTPResends.Int(int(n - 1)))
+		}
 		if e.Response != nil {
 			span.SetAttributes(semconv.HTTPResponseStatusCode(e.Response.StatusCode))
 		}

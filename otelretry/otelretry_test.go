@@ -1,8 +1,10 @@
 package otelretry
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -273,5 +275,65 @@ func TestSpansHedged(t *testing.T) {
 	}
 	if hedges != 1 {
 		t.Errorf("%d spans marked as hedges, want 1", hedges)
+	}
+}
+
+// TestNetHTTPResendsCounted: a server that drops a keep-alive connection
+// after reading the next request on it makes net/http resend that request
+// on a new connection, itself, below retryhttp. The attempt's span says so.
+func TestNetHTTPResendsCounted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		const ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+		for i := 0; i < 2; i++ { // the first connection, then the resend's
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			if _, err := http.ReadRequest(br); err == nil {
+				io.WriteString(c, ok)
+			}
+			if i == 0 {
+				http.ReadRequest(br) // the next request, which is dropped
+			} else {
+				io.Copy(io.Discard, br)
+			}
+			c.Close()
+		}
+	}()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	base := &http.Transport{}
+	rt := New(base, Config{TracerProvider: tp, Propagators: propagation.TraceContext{}})
+	for i := 0; i < 2; i++ {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	base.CloseIdleConnections()
+	<-done
+	spans := rec.Ended() // attempt, request, attempt, request
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
+	}
+	if v, ok := attrs(spans[0])[AttrNetHTTPResends]; ok {
+		t.Errorf("first request: %s = %v, want none", AttrNetHTTPResends, v.AsInt64())
+	}
+	if v := attrs(spans[2])[AttrNetHTTPResends]; v.AsInt64() != 1 {
+		t.Errorf("second request: %s = %v, want 1", AttrNetHTTPResends, v.AsInt64())
+	}
+	if v := attrs(spans[3])[AttrAttempts]; v.AsInt64() != 1 {
+		t.Errorf("second request: %s = %v, want 1: the resend was net/http's", AttrAttempts, v.AsInt64())
 	}
 }
