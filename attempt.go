@@ -113,19 +113,13 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 	return first, nil
 }
 
-// teeRest returns the whole body that tee keeps, after reading the rest
-// of it, within ctx; cl is the length the request declares. It is also the
-// GetBody of the tee's attempt, which a base may call from any goroutine.
-func teeRest(ctx context.Context, tee *teeBody, cl int64) (chunks, error) {
-	cs, err := tee.rest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if cl > 0 && cs.size() != cl {
-		// Not the length it declares: no attempt can send it.
+// sized passes on a body, failing one that is not the length cl > 0 that
+// the request declares: no attempt can send it.
+func sized(cs chunks, err error, cl int64) (chunks, error) {
+	if err == nil && cl > 0 && cs.size() != cl {
 		return nil, errLengthMismatch
 	}
-	return cs, nil
+	return cs, err
 }
 
 // nextBody returns the body of the next attempt.
@@ -136,7 +130,8 @@ func (k *call) nextBody() (io.ReadCloser, error) {
 	case bodyBuffered:
 		return newReplayBody(k.buf), nil
 	case bodyTee:
-		cs, err := teeRest(k.ctx, k.tee, k.req.ContentLength)
+		cs, err := k.tee.rest(k.ctx)
+		cs, err = sized(cs, err, k.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +290,8 @@ func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool)
 			// to the heap on every path.)
 			tee, ctx, cl := k.tee, k.ctx, req.ContentLength
 			r.GetBody = func() (io.ReadCloser, error) {
-				cs, err := teeRest(ctx, tee, cl)
+				cs, err := tee.rewind(ctx)
+				cs, err = sized(cs, err, cl)
 				if err != nil {
 					return nil, err
 				}

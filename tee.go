@@ -139,6 +139,24 @@ func (t *teeBody) release() {
 	}
 }
 
+// rewind is the GetBody of the tee's attempt, for the base: the whole body
+// once the base has closed the tee (net/http closes a body before it asks
+// for a fresh one). A base that asks earlier, while the tee is open, gets
+// errTeeOpen at once rather than a wait for a Close that it would never
+// make.
+func (t *teeBody) rewind(ctx context.Context) (chunks, error) {
+	t.mu.Lock()
+	open := !t.baseDone
+	t.mu.Unlock()
+	if open {
+		return nil, errTeeOpen
+	}
+	return t.rest(ctx)
+}
+
+// errTeeOpen is what rewind reports while the base still holds the tee.
+var errTeeOpen = errors.New("retryhttp: GetBody called before the request body was closed; a body without GetBody can be had again only once the first is done with")
+
 // errTooLong is what rest reports for a body longer than the limit.
 var errTooLong = errors.New("retryhttp: request body longer than the buffer limit")
 

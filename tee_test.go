@@ -118,3 +118,78 @@ func TestTeeRetryAfterPartialRead(t *testing.T) {
 		t.Errorf("bodies %q, caller's closed %v; want [hel, hello, world], closed", bodies, body.closed.Load())
 	}
 }
+
+// A bare POST without GetBody is sent with a GetBody of retryhttp's, so
+// that net/http can resend it when the server did not process it: once the
+// base has closed the first body, GetBody gives the whole body, the part
+// the base read and the rest; before that, it fails at once instead of
+// waiting for a Close that would never come.
+func TestTeeGetBody(t *testing.T) {
+	var early error
+	var got []string
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.GetBody == nil {
+			t.Fatal("a tee'd bare POST has no GetBody")
+		}
+		_, early = r.GetBody()
+		b := make([]byte, 5)
+		io.ReadFull(r.Body, b) // a refused stream: part was sent
+		r.Body.Close()
+		again, err := r.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		all, _ := io.ReadAll(again)
+		got = append(got, string(b), string(all))
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ := testTransport(base)
+	resp, err := tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("hello, world")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !errors.Is(early, errTeeOpen) {
+		t.Errorf("GetBody while the body is open: %v, want errTeeOpen", early)
+	}
+	if len(got) != 2 || got[0] != "hello" || got[1] != "hello, world" {
+		t.Errorf("sent %q, then GetBody gave %q; want hello, then the whole body", got[0], got[1:])
+	}
+
+	// A keyed request is resent by retryhttp, counted: no GetBody for net/http.
+	keyed := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if r.GetBody != nil {
+			t.Error("a keyed POST without GetBody is given one")
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ = testTransport(keyed, WithIdempotencyKeys())
+	resp, err = tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("x")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// Over the buffer limit, the base's GetBody fails, and the call gives up
+// for the body: nothing is sent twice.
+func TestTeeGetBodyOverLimit(t *testing.T) {
+	sent := 0
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		sent++
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		if _, err := r.GetBody(); err != nil {
+			return nil, err // as net/http does when it cannot rewind
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ := testTransport(base, WithBodyBufferLimit(4))
+	_, err := tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("hello, world")}))
+	var re *Error
+	if !errors.As(err, &re) || re.Reason != GiveUpBody || sent != 1 {
+		t.Fatalf("%v after %d sends, want a give-up for the body after 1", err, sent)
+	}
+}
