@@ -74,7 +74,7 @@ func (p *h2Peer) serve(c net.Conn) {
 			}
 		}
 	}()
-	h2Write := func(_ net.Conn, typ, flags byte, id uint32, payload []byte) error {
+	send := func(typ, flags byte, id uint32, payload []byte) error {
 		out <- h2Frame(typ, flags, id, payload)
 		return nil
 	}
@@ -82,7 +82,7 @@ func (p *h2Peer) serve(c net.Conn) {
 	if _, err := io.ReadFull(c, preface); err != nil || !strings.HasPrefix(string(preface), "PRI * HTTP/2.0") {
 		return
 	}
-	if h2Write(c, h2Settings, 0, 0, nil) != nil {
+	if send(h2Settings, 0, 0, nil) != nil {
 		return
 	}
 	open := map[uint32]*bytes.Buffer{}
@@ -90,7 +90,7 @@ func (p *h2Peer) serve(c net.Conn) {
 		p.mu.Lock()
 		p.processed = append(p.processed, body)
 		p.mu.Unlock()
-		return h2Write(c, h2Headers, h2EndHeaders|h2EndStream, id, []byte{0x88})
+		return send(h2Headers, h2EndHeaders|h2EndStream, id, []byte{0x88})
 	}
 	head := make([]byte, 9)
 	for {
@@ -107,11 +107,11 @@ func (p *h2Peer) serve(c net.Conn) {
 		switch typ {
 		case h2Settings:
 			if flags&h2Ack == 0 {
-				err = h2Write(c, h2Settings, h2Ack, 0, nil)
+				err = send(h2Settings, h2Ack, 0, nil)
 			}
 		case h2Ping:
 			if flags&h2Ack == 0 {
-				err = h2Write(c, h2Ping, h2Ack, 0, payload)
+				err = send(h2Ping, h2Ack, 0, payload)
 			}
 		case h2Headers:
 			p.mu.Lock()
@@ -122,10 +122,10 @@ func (p *h2Peer) serve(c net.Conn) {
 			case refused && p.goAway:
 				var b [8]byte // last stream ID (the one before), NO_ERROR
 				binary.BigEndian.PutUint32(b[:], max(id, 2)-2)
-				err = h2Write(c, h2GoAway, 0, 0, b[:])
+				err = send(h2GoAway, 0, 0, b[:])
 			case refused:
 				code := cmp.Or(p.code, 7) // REFUSED_STREAM
-				err = h2Write(c, h2RST, 0, id, []byte{0, 0, 0, code})
+				err = send(h2RST, 0, id, []byte{0, 0, 0, code})
 			case flags&h2EndStream != 0:
 				err = answer(id, nil)
 			default:
@@ -135,7 +135,7 @@ func (p *h2Peer) serve(c net.Conn) {
 			if n > 0 {
 				var b [4]byte
 				binary.BigEndian.PutUint32(b[:], uint32(n))
-				err = h2Write(c, h2Window, 0, 0, b[:])
+				err = send(h2Window, 0, 0, b[:])
 			}
 			if body := open[id]; body != nil && err == nil {
 				body.Write(payload)

@@ -186,33 +186,15 @@ type connBase struct {
 	xnet bool
 }
 
+// conn is what both ClientConns offer.
+type conn interface {
+	http.RoundTripper
+	io.Closer
+}
+
 func (b connBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !b.xnet {
-		cc, err := b.tr.NewClientConn(req.Context(), "https", b.addr)
-		if err != nil {
-			closeReq(req)
-			return nil, err
-		}
-		resp, err := cc.RoundTrip(req)
-		if err != nil {
-			cc.Close()
-			return nil, err
-		}
-		resp.Body = closeConn{resp.Body, cc}
-		return resp, nil
-	}
-	conf := b.tr.TLSClientConfig.Clone()
-	conf.NextProtos = []string{"h2"}
-	d := tls.Dialer{Config: conf}
-	c, err := d.DialContext(req.Context(), "tcp", b.addr)
+	cc, err := b.dial(req.Context())
 	if err != nil {
-		closeReq(req)
-		return nil, err
-	}
-	//lint:ignore SA1019 the x/net client is deprecated, and still in use: its errors are checked too
-	cc, err := (&http2.Transport{}).NewClientConn(c)
-	if err != nil {
-		c.Close()
 		closeReq(req)
 		return nil, err
 	}
@@ -223,6 +205,27 @@ func (b connBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = closeConn{resp.Body, cc}
 	return resp, nil
+}
+
+// dial opens a new connection of the client's kind.
+func (b connBase) dial(ctx context.Context) (conn, error) {
+	if !b.xnet {
+		return b.tr.NewClientConn(ctx, "https", b.addr)
+	}
+	conf := b.tr.TLSClientConfig.Clone()
+	conf.NextProtos = []string{"h2"}
+	d := tls.Dialer{Config: conf}
+	c, err := d.DialContext(ctx, "tcp", b.addr)
+	if err != nil {
+		return nil, err
+	}
+	//lint:ignore SA1019 the x/net client is deprecated, and still in use: its errors are checked too
+	cc, err := (&http2.Transport{}).NewClientConn(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return cc, nil
 }
 
 func closeReq(req *http.Request) {
