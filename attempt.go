@@ -16,28 +16,34 @@ import (
 	"time"
 )
 
-// call is the state of one logical request: it lives in RoundTrip's frame.
+// call is the state of one logical request: it lives in RoundTrip's
+// frame. What admission needs of it is in t (gate.go).
 type call struct {
 	c          *config
 	req        *http.Request
 	ctx        context.Context
-	host       string
+	hs         *hostState  // the host's admission state, nil with no budget, breaker or hedging
 	header     http.Header // req.Header with an injected key, or nil
-	mode       bodyMode
-	buf        chunks
-	tee        *teeBody // the first attempt's body, while it is being kept
+	body       replay
 	keyed      bool
 	replayable bool
-	gotConn    *atomic.Bool     // set by the trace of a request that is not replayable
-	traceAlone bool             // gotConn alone tells whether anything was sent (an *http.Transport)
-	budget     *hostBudget      // the host's budget, nil without one
-	breaker    *breakerHost     // the host's breaker, nil without one
-	pass       holdMode         // how the next attempt passes the breaker
-	charged    bool             // the next attempt's retry was charged to the budget
-	firstFail  time.Time        // when the first attempt failed, if it did
+	sent       sentTrace
+	t          ticket
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
-	lastDelay  time.Duration    // the wait before the attempt in flight
 	start      time.Time        // when the first attempt began, with WithMaxElapsed only
+}
+
+// replay is how the request body reaches each attempt.
+type replay struct {
+	mode bodyMode
+	buf  chunks
+	tee  *teeBody // the first attempt's body, while it is being kept
+}
+
+// sentTrace tells whether an attempt that failed was sent at all.
+type sentTrace struct {
+	gotConn *atomic.Bool // set by the trace of a request that is not replayable
+	alone   bool         // gotConn alone tells (an *http.Transport)
 }
 
 // result is what one attempt ended with, classified once.
@@ -50,28 +56,21 @@ type result struct {
 }
 
 // newCall prepares req for its attempts: it injects the idempotency key,
-// decides how the body is replayed, and counts the first attempt in the
-// budget. It returns the first attempt's body.
-func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
-	*k = call{c: c, req: req, ctx: req.Context(), host: req.URL.Host}
+// decides how the body is replayed, and enters the host's admission state
+// (the first attempt is counted in the budget). It returns the first
+// attempt's body.
+func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
+	*k = call{c: c, req: req, ctx: req.Context()}
 	if c.maxElapsed > 0 {
-		k.start = c.clock.Now()
+		k.start = time.Now()
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
 	c.metrics.request(method)
-	if c.budget != nil || c.breaker != nil {
-		var buf [maxHostKey]byte
-		key, kb := canonicalHost(req.URL.Scheme, k.host, &buf)
-		sec := c.clock.Second()
-		if c.budget != nil {
-			k.budget = c.budget.recordFirst(key, kb, sec)
-		}
-		if c.breaker != nil {
-			k.breaker = c.breaker.hosts.getKey(key, kb, sec)
-		}
+	if c.gate != nil {
+		k.hs = c.gate.enter(req.URL.Scheme, req.URL.Host)
 	}
 
 	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))
@@ -91,26 +90,25 @@ func (c *config) newCall(k *call, req *http.Request) (io.ReadCloser, error) {
 		// any other read error: only the trace tells that no connection
 		// was had. Over another base, the trace and a dial error must
 		// agree.
-		k.gotConn = new(atomic.Bool)
-		k.traceAlone = c.plainBase
+		k.sent = sentTrace{gotConn: new(atomic.Bool), alone: c.plainBase}
 	}
 
 	first := req.Body
 	if req.Body == nil || req.Body == http.NoBody {
-		return first, nil
+		return first
 	}
 	switch {
 	case req.GetBody != nil:
-		k.mode = bodyGetBody
+		k.body.mode = bodyGetBody
 	case c.maxAttempts == 1 || req.ContentLength > c.bodyLimit:
 		// Never retried, or too long to keep: sent once, as it is.
-		k.mode = bodyOnce
+		k.body.mode = bodyOnce
 	default:
 		// Kept while the first attempt sends it (tee.go).
-		k.tee = newTeeBody(req.Body, req.ContentLength, c.bodyLimit)
-		k.mode, first = bodyTee, k.tee
+		k.body.tee = newTeeBody(req.Body, req.ContentLength, c.bodyLimit)
+		k.body.mode, first = bodyTee, k.body.tee
 	}
-	return first, nil
+	return first
 }
 
 // sized passes on a body, failing one that is not the length cl > 0 that
@@ -124,18 +122,18 @@ func sized(cs chunks, err error, cl int64) (chunks, error) {
 
 // nextBody returns the body of the next attempt.
 func (k *call) nextBody() (io.ReadCloser, error) {
-	switch k.mode {
+	switch k.body.mode {
 	case bodyGetBody:
 		return k.req.GetBody()
 	case bodyBuffered:
-		return newReplayBody(k.buf), nil
+		return newReplayBody(k.body.buf), nil
 	case bodyTee:
-		cs, err := k.tee.rest(k.ctx)
+		cs, err := k.body.tee.rest(k.ctx)
 		cs, err = sized(cs, err, k.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
-		k.buf, k.mode = cs, bodyBuffered
+		k.body.buf, k.body.mode = cs, bodyBuffered
 		return newReplayBody(cs), nil
 	}
 	return k.req.Body, nil
@@ -152,21 +150,25 @@ func closeBody(b io.ReadCloser) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if k.pass == sendProbe {
-		// A panic in the base must not leave the host's breaker waiting
-		// for a probe that never ends.
+	if k.t.probe != 0 {
+		// A panic in the base must not leave the host waiting for a
+		// probe that never ends.
 		defer func() {
 			if p := recover(); p != nil {
-				k.breaker.probeEnded(k.c.clock.Now())
+				k.c.gate.abandon(k)
 				panic(p)
 			}
 		}()
 	}
-	if k.c.hedge != nil && n == 1 {
+	if k.c.gate != nil {
+		k.c.gate.sending(k)
+	}
+	if n == 1 && k.c.gate != nil && k.c.gate.hedge != nil {
 		return k.hedged(body)
 	}
-	resp, timedOut, end, err := k.send(k.ctx, n, body, false)
-	k.hookEnd = end
+	a := k.prepare(k.ctx, n, body, false)
+	resp, timedOut, err := k.c.transmit(&a)
+	k.hookEnd = a.end
 	return k.classify(resp, err, timedOut)
 }
 
@@ -197,54 +199,39 @@ func (k *call) retryableStatus(code int) bool {
 	return code == statusConflict && k.keyed && !k.c.customStatuses
 }
 
-// record takes the result of attempt n into the metrics, the budget and
-// the breaker, once.
+// record takes the result of an attempt into the metrics and the host's
+// admission state, once.
 func (k *call) record(r *result) {
-	c := k.c
-	c.metrics.attempt(r.outcome)
-	answered := r.err == nil && !r.retryable // the host did its job
-	if k.budget != nil {
-		if answered {
-			k.budget.succeeded()
-		} else if r.retryable {
-			k.budget.failed()
-		}
-	}
-	if k.breaker != nil {
-		probe := k.pass == sendProbe
-		switch {
-		case answered:
-			k.breaker.succeeded(c.clock)
-		case r.retryable:
-			k.breaker.failed(c.clock.Now(), probe)
-		case probe:
-			k.breaker.probeEnded(c.clock.Now())
-		}
+	k.c.metrics.attempt(r.outcome)
+	if k.c.gate != nil {
+		k.c.gate.record(k, r)
 	}
 }
 
-// send builds attempt n's request and sends it under base, the request's
-// context or a copy's of a hedged attempt, and under the per-attempt
-// timeout, if one is set. It returns the attempt hook's end, if any.
-func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool) (resp *http.Response, timedOut bool, end func(AttemptEnd), err error) {
+// prepared is an attempt ready to go: its request, its per-attempt
+// timeout's cancel, and the attempt hook's end.
+type prepared struct {
+	r      *http.Request
+	cancel context.CancelCauseFunc // with a per-attempt timeout only
+	end    func(AttemptEnd)
+}
+
+// prepare builds attempt n's request under base, the request's context or
+// a copy's of a hedged attempt, and calls the attempt hook. It runs on the
+// goroutine of RoundTrip, hedged copies included, so that the hook does.
+func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bool) (a prepared) {
 	c, req := k.c, k.req
 	ctx := base
-	if k.gotConn != nil {
-		gotConn := k.gotConn
+	if g := k.sent.gotConn; g != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+			GotConn: func(httptrace.GotConnInfo) { g.Store(true) },
 		})
 	}
 	if c.markOwner {
 		ctx = markOwned(ctx)
 	}
-	var cancel context.CancelCauseFunc
 	if c.perAttemptTimeout > 0 {
-		ctx, cancel = context.WithCancelCause(ctx)
-	}
-	r := req
-	if ctx != k.ctx {
-		r = req.WithContext(ctx)
+		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
 	header := k.header
 	if (n > 1 && c.attemptHeader != "") || c.attemptHook != nil {
@@ -260,71 +247,85 @@ func (k *call) send(base context.Context, n int, body io.ReadCloser, hedge bool)
 	}
 	if c.attemptHook != nil {
 		var hctx context.Context
-		hctx, end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
-			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge})
-		if hctx != nil && hctx != ctx {
+		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
+			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.t.lastDelay, Hedge: hedge})
+		if hctx != nil {
 			ctx = hctx
-			r = req.WithContext(ctx)
 		}
+	}
+	a.r = req
+	if ctx != k.ctx {
+		a.r = req.WithContext(ctx)
 	}
 	if body != req.Body || header != nil {
-		if r == req {
-			r = req.WithContext(ctx)
+		if a.r == req {
+			a.r = req.WithContext(ctx)
 		}
-		r.Body = body
+		a.r.Body = body
 		if header != nil {
-			r.Header = header
+			a.r.Header = header
 		}
-		switch {
-		case k.mode == bodyBuffered:
-			buf := k.buf
-			r.GetBody = func() (io.ReadCloser, error) { return newReplayBody(buf), nil }
-		case k.mode == bodyTee && !k.replayable:
-			// net/http resends a request that is not replayable only when
-			// the server cannot have processed it (nothing written on a
-			// reused connection, an HTTP/2 stream refused or beyond a
-			// GOAWAY), and only if it can rewind the body: let it, from
-			// what the tee keeps. A replayable request is resent by the
-			// loop instead, where the resend is counted.
-			// (A closure over copies: a method value would move the call
-			// to the heap on every path.)
-			tee, ctx, cl := k.tee, k.ctx, req.ContentLength
-			r.GetBody = func() (io.ReadCloser, error) {
-				cs, err := tee.rewind(ctx)
-				cs, err = sized(cs, err, cl)
-				if err != nil {
-					return nil, err
-				}
-				return newReplayBody(cs), nil
-			}
-		}
+		a.r.GetBody = k.getBody()
 	}
-	if cancel == nil {
-		resp, err = k.sendChecked(r)
-		return resp, false, end, err
-	}
+	return a
+}
 
+// getBody is the GetBody of an attempt whose body is not the caller's.
+func (k *call) getBody() func() (io.ReadCloser, error) {
+	switch {
+	case k.body.mode == bodyBuffered:
+		buf := k.body.buf
+		return func() (io.ReadCloser, error) { return newReplayBody(buf), nil }
+	case k.body.mode == bodyTee && !k.replayable:
+		// net/http resends a request that is not replayable only when
+		// the server cannot have processed it (nothing written on a
+		// reused connection, an HTTP/2 stream refused or beyond a
+		// GOAWAY), and only if it can rewind the body: let it, from
+		// what the tee keeps. A replayable request is resent by the
+		// loop instead, where the resend is counted.
+		tee, ctx, cl := k.body.tee, k.ctx, k.req.ContentLength
+		return func() (io.ReadCloser, error) {
+			cs, err := tee.rewind(ctx)
+			cs, err = sized(cs, err, cl)
+			if err != nil {
+				return nil, err
+			}
+			return newReplayBody(cs), nil
+		}
+	}
+	return k.req.GetBody
+}
+
+// transmit sends a prepared attempt through the base, under the
+// per-attempt timeout if one is set. It calls nothing of the user's but
+// the base, so that it may run on a hedged copy's goroutine.
+func (c *config) transmit(a *prepared) (resp *http.Response, timedOut bool, err error) {
+	if a.cancel == nil {
+		resp, err = c.sendChecked(a.r)
+		return resp, false, err
+	}
+	cancel := a.cancel
 	timer := time.AfterFunc(c.perAttemptTimeout, func() { cancel(ErrAttemptTimeout) })
-	resp, err = k.sendChecked(r)
-	if !timer.Stop() && context.Cause(ctx) == ErrAttemptTimeout {
+	resp, err = c.sendChecked(a.r)
+	if !timer.Stop() && context.Cause(a.r.Context()) == ErrAttemptTimeout {
 		if resp != nil {
 			resp.Body.Close()
 		}
 		cancel(context.Canceled)
-		return nil, true, end, &attemptTimeoutError{c.perAttemptTimeout, err}
+		return nil, true, &attemptTimeoutError{c.perAttemptTimeout, err}
 	}
 	if err != nil {
 		cancel(context.Canceled)
-		return nil, false, end, err
+		return nil, false, err
 	}
 	resp.Body = wrapCancel(resp.Body, cancel)
-	return resp, false, end, nil
+	return resp, false, nil
 }
 
 // sendChecked sends r, keeping the RoundTripper contract for a base that
 // breaks it: a response that comes with an error is closed and dropped.
-func (k *call) sendChecked(r *http.Request) (*http.Response, error) {
-	resp, err := k.c.send(r)
+func (c *config) sendChecked(r *http.Request) (*http.Response, error) {
+	resp, err := c.send(r)
 	if err != nil && resp != nil {
 		if resp.Body != nil {
 			resp.Body.Close()
@@ -358,12 +359,12 @@ func (k *call) neverSent(err error) bool {
 		return true
 	}
 	switch {
-	case k.gotConn == nil:
+	case k.sent.gotConn == nil:
 		return isDialError(err)
-	case k.traceAlone:
-		return !k.gotConn.Load()
+	case k.sent.alone:
+		return !k.sent.gotConn.Load()
 	}
-	return isDialError(err) && !k.gotConn.Load()
+	return isDialError(err) && !k.sent.gotConn.Load()
 }
 
 // lengthMismatch reports whether the body GetBody gives is not the length
@@ -372,7 +373,7 @@ func (k *call) neverSent(err error) bool {
 // from GetBody, on the failure path only.
 func (k *call) lengthMismatch() bool {
 	cl := k.req.ContentLength
-	if k.mode != bodyGetBody || cl <= 0 {
+	if k.body.mode != bodyGetBody || cl <= 0 {
 		return false
 	}
 	b, err := k.req.GetBody()

@@ -29,12 +29,14 @@ type BackoffFunc func(retry int, prev time.Duration) time.Duration
 // Delay returns f(retry, prev).
 func (f BackoffFunc) Delay(retry int, prev time.Duration) time.Duration { return f(retry, prev) }
 
-// bound returns min(max, base × 2^(retry-1)) without overflowing.
+// bound returns min(max, base × 2^retry) without overflowing: with the
+// defaults, 400ms before the first retry, 800ms before the second, and so
+// on up to 10s.
 func bound(base, max time.Duration, retry int) time.Duration {
 	if retry < 1 {
 		retry = 1
 	}
-	shift := retry - 1
+	shift := retry
 	if base <= 0 {
 		return 0
 	}
@@ -72,7 +74,9 @@ func (b fullJitter) Delay(retry int, _ time.Duration) time.Duration {
 }
 
 // FullJitter returns the default Backoff: before retry n it waits a duration
-// drawn uniformly from [0, min(max, base × 2^(n-1))]. Full jitter spreads
+// drawn uniformly from [0, min(max, base × 2^n)], so that with the
+// defaults (200ms, 10s) the first retry waits 0 to 400ms, the second 0 to
+// 800ms, and so on up to 10s. Full jitter spreads
 // clients that failed together across the whole interval, so that they do
 // not come back in synchronised waves.
 //
@@ -90,7 +94,7 @@ func (b equalJitter) Delay(retry int, _ time.Duration) time.Duration {
 }
 
 // EqualJitter returns a Backoff that waits a duration drawn uniformly from
-// [bound/2, bound], where bound = min(max, base × 2^(n-1)) before retry n.
+// [bound/2, bound], where bound = min(max, base × 2^n) before retry n.
 // It never waits less than half the bound.
 //
 // It panics if base is negative or max is less than base.
@@ -129,7 +133,7 @@ func (b exponential) Delay(retry int, _ time.Duration) time.Duration {
 	return bound(b.base, b.max, retry)
 }
 
-// Exponential returns a Backoff without jitter: min(max, base × 2^(n-1))
+// Exponential returns a Backoff without jitter: min(max, base × 2^n)
 // before retry n. Without jitter, clients that failed together retry
 // together; prefer FullJitter unless the caller is the only client.
 //

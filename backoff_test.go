@@ -11,10 +11,11 @@ func TestBound(t *testing.T) {
 		retry     int
 		want      time.Duration
 	}{
-		{time.Second, 10 * time.Second, 1, time.Second},
-		{time.Second, 10 * time.Second, 2, 2 * time.Second},
-		{time.Second, 10 * time.Second, 4, 8 * time.Second},
-		{time.Second, 10 * time.Second, 5, 10 * time.Second},
+		{time.Second, 10 * time.Second, 1, 2 * time.Second},
+		{time.Second, 10 * time.Second, 2, 4 * time.Second},
+		{time.Second, 10 * time.Second, 3, 8 * time.Second},
+		{time.Second, 10 * time.Second, 4, 10 * time.Second},
+		{200 * time.Millisecond, 10 * time.Second, 1, 400 * time.Millisecond}, // the design's first retry: 0 to 400ms
 		{time.Second, 10 * time.Second, 1000, 10 * time.Second},
 		{time.Nanosecond, 1<<63 - 1, 70, 1<<63 - 1},
 		{0, time.Second, 3, 0},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,13 +25,23 @@ func newTestConfig(t *testing.T, opts ...Option) *config {
 	return c
 }
 
-// heldCall is a request to host "h" whose retry is about to pass the breaker.
+// heldCall is a request to host "h" whose retry is about to be held.
 func heldCall(c *config, ctx context.Context) *call {
-	k := &call{c: c, ctx: ctx, host: "h", breaker: c.breaker.host("h")}
-	if c.budget != nil {
-		k.budget = c.budget.hosts.get("h")
+	return &call{c: c, ctx: ctx, hs: c.gate.hosts.get("h")}
+}
+
+// hostOf returns the admission state of host h.
+func hostOf(tr *Transport, h string) *hostState { return tr.c.gate.hosts.get(h) }
+
+// feed records attempts to hs as the pattern says (F: failed in a way
+// worth retrying, S: answered), 2ms apart.
+func feed(c *config, hs *hostState, pattern string) {
+	k := &call{c: c, hs: hs}
+	for _, ch := range pattern {
+		time.Sleep(2 * time.Millisecond)
+		r := result{retryable: ch == 'F'}
+		c.gate.record(k, &r)
 	}
-	return k
 }
 
 func TestBreakerScore(t *testing.T) {
@@ -48,32 +59,72 @@ func TestBreakerScore(t *testing.T) {
 		{"successes drain the score", "FFFFFFFFFSSSSSF", 1, false},
 	}
 	for _, tt := range tests {
-		c := newTestConfig(t)
-		h := c.breaker.host("h")
-		for range tt.repeat {
-			for _, ch := range tt.pattern {
-				if !h.open.Load() {
-					if ch == 'F' {
-						h.failed(time.Now(), false)
-					} else {
-						h.succeeded(c.clock)
+		synctest.Test(t, func(t *testing.T) {
+			c := newTestConfig(t)
+			h := c.gate.hosts.get("h")
+			for range tt.repeat {
+				for _, ch := range tt.pattern {
+					if !h.open.Load() {
+						feed(c, h, string(ch))
 					}
 				}
 			}
-		}
-		if h.open.Load() != tt.wantOpen {
-			t.Errorf("%s: open = %v, want %v", tt.name, h.open.Load(), tt.wantOpen)
-		}
-		if c.breaker.host("other").open.Load() {
-			t.Errorf("%s: another host's breaker opened too", tt.name)
-		}
+			if h.open.Load() != tt.wantOpen {
+				t.Errorf("%s: open = %v, want %v", tt.name, h.open.Load(), tt.wantOpen)
+			}
+			if c.gate.hosts.get("other").open.Load() {
+				t.Errorf("%s: another host's breaker opened too", tt.name)
+			}
+		})
 	}
 }
 
-func trip(h *breakerHost) {
-	for range h.b.cfg.Threshold {
-		h.failed(time.Now(), false)
+// Failures that all come in one instant open nothing: the host is failing
+// only once its failures have lasted minFailingSpan.
+func TestBreakerNeedsFailuresOverTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestConfig(t)
+		h := c.gate.hosts.get("h")
+		k := &call{c: c, hs: h}
+		for range 50 {
+			c.gate.record(k, &result{retryable: true})
+		}
+		if h.open.Load() || h.failing(time.Now()) {
+			t.Fatal("50 failures in one instant opened the breaker")
+		}
+		time.Sleep(minFailingSpan)
+		c.gate.record(k, &result{retryable: true})
+		if !h.open.Load() {
+			t.Fatal("failures over 10ms did not open the breaker")
+		}
+	})
+}
+
+func trip(c *config, h *hostState) { feed(c, h, strings.Repeat("F", c.gate.breaker.Threshold)) }
+
+// held runs a hold for a retry of host h with the given limit, and says
+// how it ended: "probe", "released", "breaker", or the error.
+func held(c *config, ctx context.Context, limit time.Time) string {
+	s, _ := heldK(c, ctx, limit)
+	return s
+}
+
+func heldK(c *config, ctx context.Context, limit time.Time) (string, *call) {
+	k := heldCall(c, ctx)
+	return heldHow(c, k, limit), k
+}
+
+func heldHow(c *config, k *call, limit time.Time) string {
+	reason, err := c.gate.hold(k, time.Now(), limit)
+	switch {
+	case err != nil:
+		return err.Error()
+	case reason != "":
+		return string(reason)
+	case k.t.probe != 0:
+		return "probe"
 	}
+	return "released"
 }
 
 // While the breaker is open, one held retry at a time goes as the probe;
@@ -82,22 +133,22 @@ func trip(h *breakerHost) {
 func TestBreakerProbeThenPacedRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithBudget(nil),
-			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute}))
-		h := c.breaker.host("h")
-		trip(h)
+			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute, ProbeTimeout: time.Hour}))
+		h := c.gate.hosts.get("h")
+		trip(c, h)
 		ctx := context.Background()
 		limit := time.Now().Add(time.Minute)
 
 		// The first retry to come after the probe delay is the probe.
-		if mode, err := heldCall(c, ctx).hold(limit, false); mode != sendProbe || err != nil {
-			t.Fatalf("first hold = %v, %v; want the probe", mode, err)
+		if got := held(c, ctx, limit); got != "probe" {
+			t.Fatalf("first hold = %s; want the probe", got)
 		}
 		// While it is in flight, the others wait, arriving 100ms apart.
 		const waiters = 5
 		type release struct {
-			i    int
-			mode holdMode
-			at   time.Duration
+			i   int
+			how string
+			at  time.Duration
 		}
 		start := time.Now()
 		got := make(chan release, waiters)
@@ -107,11 +158,7 @@ func TestBreakerProbeThenPacedRelease(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-				m, err := heldCall(c, ctx).hold(limit, false)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- release{i, m, time.Since(start)}
+				got <- release{i, held(c, ctx, limit), time.Since(start)}
 			}()
 		}
 		time.Sleep(time.Second)
@@ -120,89 +167,99 @@ func TestBreakerProbeThenPacedRelease(t *testing.T) {
 			t.Fatalf("%d retries passed while the probe was in flight", len(got))
 		}
 		// The probe succeeds at t=1s: the held retries go at 1s + 0, 100ms, ...
-		h.succeeded(c.clock)
+		feed(c, h, "S")
 		wg.Wait()
 		close(got)
 		for r := range got {
-			want := time.Second + time.Duration(r.i)*100*time.Millisecond
-			if r.mode != sendReleased || r.at != want {
-				t.Errorf("held retry %d: %v at %v, want released at %v", r.i, r.mode, r.at, want)
+			want := time.Second + 2*time.Millisecond + time.Duration(r.i)*100*time.Millisecond
+			if r.how != "released" || r.at != want {
+				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, want)
 			}
 		}
 		if h.open.Load() {
 			t.Error("breaker still open after a success")
 		}
-		if m, err := heldCall(c, ctx).hold(limit, false); m != sendNow || err != nil {
-			t.Errorf("closed breaker: hold = %v, %v; want sendNow", m, err)
-		}
 	})
 }
 
-// A failed probe schedules the next one; any failed attempt while open
-// pushes it back too, so that traffic that keeps flowing needs no probes.
+// A failed probe schedules the next one; any failed attempt while retries
+// are held pushes it back too, so that traffic that keeps flowing needs no
+// probes.
 func TestBreakerFailedProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithBudget(nil),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(50 * time.Millisecond), MaxHold: time.Minute}))
-		h := c.breaker.host("h")
-		trip(h)
+		h := c.gate.hosts.get("h")
+		trip(c, h)
 		ctx := context.Background()
 		limit := time.Now().Add(time.Minute)
 		start := time.Now()
-		if m, _ := heldCall(c, ctx).hold(limit, false); m != sendProbe || time.Since(start) != 50*time.Millisecond {
-			t.Fatalf("probe %v after %v, want sendProbe after 50ms", m, time.Since(start))
+		got, probe := heldK(c, ctx, limit)
+		if got != "probe" || time.Since(start) != 50*time.Millisecond {
+			t.Fatalf("probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
 		}
-		h.failed(time.Now(), true)
-		time.Sleep(30 * time.Millisecond)
-		h.failed(time.Now(), false) // a first attempt failed: the next probe waits 50ms from here
+		c.gate.record(probe, &result{retryable: true}) // the probe failed
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			feed(c, h, "F") // a first attempt failed: the next probe waits 50ms from here
+		}()
 		start = time.Now()
-		if m, _ := heldCall(c, ctx).hold(limit, false); m != sendProbe || time.Since(start) != 50*time.Millisecond {
-			t.Errorf("next probe %v after %v, want sendProbe 50ms after the last failure", m, time.Since(start))
+		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 82*time.Millisecond {
+			t.Errorf("next probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
 		}
 	})
 }
 
-// A probe is charged to the budget: with none left, no probe goes and the
-// retry gives up when its hold ends.
+// A probe is charged to the budget while few retries are held: with none
+// left, no probe goes until the retry's limit, where it goes as the probe
+// itself, free, since nothing has failed since it was held.
 func TestBreakerProbeChargedToBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithBudget(NewBudget(0, 0)),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond)}))
-		trip(c.breaker.host("h"))
+		trip(c, c.gate.hosts.get("h"))
 		start := time.Now()
-		_, err := heldCall(c, context.Background()).hold(time.Now().Add(time.Second), false)
-		if !errors.Is(err, ErrBreakerHold) || time.Since(start) != time.Second {
-			t.Errorf("hold with no budget = %v after %v, want ErrBreakerHold after 1s", err, time.Since(start))
+		if got := held(c, context.Background(), time.Now().Add(time.Second)); got != "probe" || time.Since(start) != time.Second {
+			t.Errorf("hold with no budget = %s after %v, want the probe at its limit, 1s", got, time.Since(start))
 		}
 	})
 }
 
+// A held retry gives up at its limit only if an attempt sent to the host
+// since it was held has failed; a cancelled context ends the hold.
 func TestBreakerHoldBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
-		trip(c.breaker.host("h"))
+		h := c.gate.hosts.get("h")
+		trip(c, h)
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			k := &call{c: c, hs: h}
+			c.gate.sending(k) // numbered: sent while a retry is held
+			c.gate.record(k, &result{retryable: true})
+		}()
 		start := time.Now()
-		if _, err := heldCall(c, context.Background()).hold(time.Now().Add(30*time.Millisecond), false); !errors.Is(err, ErrBreakerHold) || time.Since(start) != 30*time.Millisecond {
-			t.Errorf("hold past its limit = %v after %v, want ErrBreakerHold after 30ms", err, time.Since(start))
+		if got := held(c, context.Background(), time.Now().Add(30*time.Millisecond)); got != "breaker" || time.Since(start) != 30*time.Millisecond {
+			t.Errorf("hold past its limit = %s after %v, want breaker after 30ms", got, time.Since(start))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
-		if _, err := heldCall(c, ctx).hold(time.Now().Add(time.Hour), false); !errors.Is(err, context.Canceled) {
-			t.Errorf("hold with its context cancelled = %v, want context.Canceled", err)
+		if got := held(c, ctx, time.Now().Add(time.Hour)); got != context.Canceled.Error() {
+			t.Errorf("hold with its context cancelled = %s, want context.Canceled", got)
 		}
 	})
 }
 
 // A held retry is held no longer than its request's backoff schedule at
-// the backoff's upper bounds: 200+400+800ms with the defaults.
+// the backoff's upper bounds: 400+800+1600ms with the defaults.
 func TestScheduleLength(t *testing.T) {
 	tests := []struct {
 		b    Backoff
 		max  int
 		want time.Duration
 	}{
-		{FullJitter(200*time.Millisecond, 10*time.Second), 4, 1400 * time.Millisecond},
-		{EqualJitter(200*time.Millisecond, 300*time.Millisecond), 4, 800 * time.Millisecond},
+		{FullJitter(200*time.Millisecond, 10*time.Second), 4, 2800 * time.Millisecond},
+		{EqualJitter(200*time.Millisecond, 300*time.Millisecond), 4, 900 * time.Millisecond},
 		{Exponential(time.Second, time.Minute), 1, 0},
 		{Constant(time.Second), 3, 2 * time.Second},
 		{DecorrelatedJitter(time.Second, 5*time.Second), 3, 10 * time.Second},
@@ -225,6 +282,7 @@ func TestBreakerFailFast(t *testing.T) {
 		st := retrytest.NewScriptTransport(steps...)
 		tr := New(st, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Second)}))
 		for range 10 {
+			time.Sleep(2 * time.Millisecond) // failures over time, not in one instant
 			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 			if err != nil {
 				t.Fatal(err)
@@ -245,7 +303,7 @@ func TestBreakerFailFast(t *testing.T) {
 			t.Fatalf("probe: %v, %v; want 200", resp, err)
 		}
 		resp.Body.Close()
-		if c := tr.c.breaker.host("h"); c.open.Load() {
+		if hostOf(tr, "h").open.Load() {
 			t.Error("still open after the probe succeeded")
 		}
 	})
@@ -264,6 +322,7 @@ func TestBreakerProbePanics(t *testing.T) {
 		})
 		tr := New(base, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Second)}))
 		for range 10 {
+			time.Sleep(2 * time.Millisecond)
 			resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 			resp.Body.Close()
 		}
@@ -277,14 +336,15 @@ func TestBreakerProbePanics(t *testing.T) {
 			}()
 			tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		}()
-		if h := tr.c.breaker.host("h"); h.probing {
+		if h := hostOf(tr, "h"); h.cb.probing != 0 {
 			t.Error("the breaker still waits for the probe that panicked")
 		}
 	})
 }
 
 func TestBreakerInvalidConfig(t *testing.T) {
-	for _, cfg := range []BreakerConfig{{Threshold: -1}, {MaxHold: -1}} {
+	for _, cfg := range []BreakerConfig{{Threshold: -1}, {MaxHold: -1}, {Threshold: 1 << 32},
+		{Threshold: maxThreshold + 1}, {ProbeTimeout: -1}} {
 		if err := WithRetryBreaker(cfg).apply(&config{}); err == nil {
 			t.Errorf("WithRetryBreaker(%+v) accepted", cfg)
 		}
@@ -351,7 +411,7 @@ func TestTransportBreakerBridgesBlip(t *testing.T) {
 }
 
 // A long outage is shed: a retry that nothing releases gives up within its
-// own backoff schedule (1.4s with the defaults) with its last response.
+// own backoff schedule (2.8s with the defaults) with its last response.
 func TestTransportBreakerShedsLongOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var attempts atomic.Int64
@@ -383,8 +443,8 @@ func TestTransportBreakerShedsLongOutage(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if d := time.Duration(slowest.Load()); d > 1400*time.Millisecond {
-			t.Errorf("the slowest request failed after %v, want within its 1.4s schedule", d)
+		if d := time.Duration(slowest.Load()); d > 2800*time.Millisecond {
+			t.Errorf("the slowest request failed after %v, want within its 2.8s schedule", d)
 		}
 		if got := attempts.Load(); got > n*13/10 {
 			t.Errorf("%d attempts for %d requests in an outage, want at most 1.3 each", got, n)
@@ -398,19 +458,19 @@ func shortCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// With many retries held, a failed probe wakes one of them (the one that
-// watches the probe timer), not all: a probe cycle costs O(1) allocations,
-// however many are held.
+// With many retries held, a failed probe wakes one of them (the first in
+// line), not all: a probe cycle costs O(1) allocations, however many are
+// held.
 func TestBreakerProbeCycleWakesOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithBudget(nil),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Hour}))
-		h := c.breaker.host("h")
-		trip(h)
+		h := c.gate.hosts.get("h")
+		trip(c, h)
 		const held = 2000
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		probes := make(chan struct{}, held)
+		probes := make(chan *call, held)
 		var wg sync.WaitGroup
 		for range held {
 			wg.Add(1)
@@ -418,31 +478,32 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 				defer wg.Done()
 				limit := time.Now().Add(time.Hour)
 				for {
-					m, err := heldCall(c, ctx).hold(limit, false)
-					if err != nil || m != sendProbe {
+					k := heldCall(c, ctx)
+					reason, err := c.gate.hold(k, time.Now(), limit)
+					if err != nil || reason != "" || k.t.probe == 0 {
 						return
 					}
-					probes <- struct{}{}
+					probes <- k
 				}
 			}()
 		}
 		time.Sleep(20 * time.Millisecond)
 		synctest.Wait()
-		<-probes
+		k := <-probes
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		const cycles = 50
 		for range cycles {
-			h.failed(time.Now(), true) // the probe failed
+			c.gate.record(k, &result{retryable: true}) // the probe failed
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()
-			<-probes // the next one went
+			k = <-probes // the next one went
 		}
 		runtime.ReadMemStats(&after)
 		if per := float64(after.Mallocs-before.Mallocs) / cycles; per > 50 {
 			t.Errorf("%.0f allocations per probe cycle with %d retries held, want O(1)", per, held)
 		}
-		h.succeeded(c.clock)
+		c.gate.record(k, &result{})
 		cancel()
 		wg.Wait()
 	})
@@ -460,6 +521,7 @@ func TestBreakerFailFastProbesEverySixth(t *testing.T) {
 		tr := New(st, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
 		var sent []int
 		for i := range 30 {
+			time.Sleep(2 * time.Millisecond)
 			before := st.Count()
 			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 			if err == nil {
@@ -474,6 +536,3 @@ func TestBreakerFailFastProbesEverySixth(t *testing.T) {
 		}
 	})
 }
-
-// host returns h's breaker, as of second 0.
-func (b *breaker) host(h string) *breakerHost { return b.hosts.get(h) }

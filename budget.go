@@ -23,12 +23,15 @@ const (
 // host's budget is spent, requests to it give up at once and return their
 // last response.
 //
-// The floor is lent only to a host that is not failing: after 4 attempts
-// to it in a row have failed (each answer takes two off that count), only
-// the ratio is left until the host answers again. So in a long outage
-// a fleet of clients adds at most ratio × its traffic in retries, however
-// many instances it has: the floors, which would add up across instances
-// to more than the traffic itself, are learnt back from successes.
+// The floor is lent only to a host that is not failing: once its health
+// score has reached 4 (4 attempts to it in a row have failed, each answer
+// taking two off) over at least 10ms, only the ratio is left until the
+// host answers again. So in a long outage a fleet of clients adds at most
+// ratio × its traffic in retries, however many instances it has: the
+// floors, which would add up across instances to more than the traffic
+// itself, are learnt back from successes. A retry that the budget refuses
+// while the host is failing is held by the retry breaker, if it is on,
+// and released by the host's next success.
 //
 // A Budget is safe for concurrent use, and one Budget may be shared by
 // several Transports so that they spend one allowance. Recording a first
@@ -62,7 +65,6 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 type hostBudget struct {
 	firsts  [budgetBuckets]atomic.Uint64
 	retries [budgetBuckets]atomic.Uint64
-	streak  atomic.Int32 // failures in a row, each answer taking two off
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -94,48 +96,14 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
 	return float64(n)
 }
 
-// recordFirst counts a first attempt to host (or key, see getKey) in
-// second sec, and returns the host's budget.
-func (b *Budget) recordFirst(host string, key []byte, sec int64) *hostBudget {
-	h := b.hosts.getKey(host, key, sec)
-	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
-	return h
-}
-
-// failingAfter is the failed attempts in a row (each answer takes two off)
-// after which a host is failing and its floor is withdrawn: the default
-// attempts, so that one request's own retries keep the floor.
-const failingAfter = DefaultMaxAttempts
-
-// succeeded records an attempt that the host answered. On a healthy host
-// it only reads.
-func (h *hostBudget) succeeded() {
-	for {
-		s := h.streak.Load()
-		if s == 0 || h.streak.CompareAndSwap(s, max(s-2, 0)) {
-			return
-		}
-	}
-}
-
-// failed records an attempt that failed in a way worth retrying.
-func (h *hostBudget) failed() {
-	for {
-		s := h.streak.Load()
-		if s >= failingAfter || h.streak.CompareAndSwap(s, s+1) {
-			return
-		}
-	}
-}
-
-// allow reports whether host's budget has room for one more retry and,
-// if it has, spends it. The admission is one compare-and-swap on the
+// allow reports whether host's budget has room for one more retry, with
+// the floor or without it, and, if it has, spends it. The admission is one compare-and-swap on the
 // current second's bucket, made only if the count it saw still leaves room,
 // so that goroutines deciding at the same instant cannot overshoot the
 // limit together.
-func (b *Budget) allow(h *hostBudget, sec int64) bool {
+func (b *Budget) allow(h *hostBudget, sec int64, floor bool) bool {
 	limit := b.ratio * sum(&h.firsts, sec)
-	if h.streak.Load() < failingAfter {
+	if floor {
 		limit += b.floor
 	}
 	cur := &h.retries[uint64(sec)%budgetBuckets]
@@ -153,6 +121,19 @@ func (b *Budget) allow(h *hostBudget, sec int64) bool {
 		}
 		if cur.CompareAndSwap(old, next) {
 			return true
+		}
+	}
+}
+
+// refund gives back a retry spent in second sec that was never sent, if
+// its bucket still counts that second.
+func (b *Budget) refund(h *hostBudget, sec int64) {
+	cur := &h.retries[uint64(sec)%budgetBuckets]
+	epoch := uint64(uint32(sec))
+	for {
+		old := cur.Load()
+		if old>>32 != epoch || uint32(old) == 0 || cur.CompareAndSwap(old, old-1) {
+			return
 		}
 	}
 }

@@ -123,5 +123,13 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 	}
 }
 
-// allowRetry asks host's budget for a retry, as the loop does.
-func (b *Budget) allowRetry(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec) }
+// allowRetry asks host's budget for a retry, with the floor.
+func (b *Budget) allowRetry(host string, sec int64) bool {
+	return b.allow(b.hosts.get(host), sec, true)
+}
+
+// recordFirst counts a first attempt to host in second sec.
+func (b *Budget) recordFirst(host string, _ []byte, sec int64) {
+	h := b.hosts.get(host)
+	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
+}

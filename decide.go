@@ -60,3 +60,11 @@ func decide(f facts) verdict {
 	}
 	return verdict{"", delay}
 }
+
+// serverWait is the wait the server asked for (Retry-After), 0 if none.
+func (f facts) serverWait() time.Duration {
+	if f.hasRA {
+		return max(f.retryAfter, 0)
+	}
+	return 0
+}

@@ -163,6 +163,9 @@ func ExampleWithRetryBreaker_failFast() {
 		retryhttp.WithMaxAttempts(1),
 		retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true, Threshold: 3}))
 	for i := 1; i <= 4; i++ {
+		// A moment apart: failures that all come in one instant (10ms)
+		// open no breaker.
+		time.Sleep(10 * time.Millisecond)
 		resp, err := client.Get(srv.URL)
 		switch {
 		case errors.Is(err, retryhttp.ErrCircuitOpen):

@@ -1,8 +1,9 @@
 // This file holds hedging (WithHedging): a first attempt that is slow to
 // answer gets a copy sent beside it, and the first answer worth returning
-// wins. Only requests that may be repeated are hedged, and hedges spend the
-// host's budget and stop while its breaker is open, so that hedging turns
-// itself off when the host is overloaded.
+// wins. Only requests that may be repeated are hedged, and whether a hedge
+// goes is admission's (gate.go): hedges spend the host's budget and stop
+// while its breaker is open, so that hedging turns itself off when the
+// host is overloaded.
 
 package retryhttp
 
@@ -10,7 +11,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
+	"net/http"
 	"sync/atomic"
 	"time"
 )
@@ -26,42 +29,49 @@ type HedgeConfig struct {
 	// in (0, 1). Default 0.95.
 	Percentile float64
 	// MaxExtra is how many copies may be sent beside the first attempt,
-	// each a delay after the previous one. Default 1.
+	// each a delay after the previous one. Default 1, at most 8.
 	MaxExtra int
 }
+
+// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request to
+// a host that is already slow.
+const maxHedgeExtra = 8
 
 // WithHedging sends a copy of a first attempt that has not been answered
 // after a delay, and returns the first answer worth returning (a success,
 // or an answer that is not worth retrying); the others are cancelled, and
-// their bodies drained and closed. Each copy gets its own body (GetBody, or
-// no body) and the same Idempotency-Key. Only requests that may be
-// repeated are hedged (an idempotent method, or a key), and only those with
-// no body or a GetBody. Each hedge spends the host's retry budget, and none
-// is sent while the host's breaker is open. The default is no hedging.
+// their bodies drained and closed, before RoundTrip returns. Each copy gets
+// its own body (GetBody, or no body) and the same Idempotency-Key. Only
+// requests that may be repeated are hedged (an idempotent method, or a
+// key), only those with no body or a GetBody, and only those that may
+// take more than one attempt (NoRetry and WithMaxAttempts(1) send one
+// copy). Each hedge spends the host's retry budget, and none is sent while
+// the host's breaker is open or retries to it are held. The copies' base
+// calls run on goroutines of their own; everything of the caller's (the
+// attempt hook, WithRetryIf, a panic of the base) runs or surfaces on the
+// goroutine of RoundTrip. The default is no hedging.
 func WithHedging(cfg HedgeConfig) Option {
 	return Option{apply: func(c *config) error {
+		name := func(field string, v any) string { return fmt.Sprintf("WithHedging(%s: %v)", field, v) }
 		switch {
 		case cfg.Delay < 0:
-			return optErr(fmt.Sprintf("WithHedging(Delay: %v)", cfg.Delay), "delay is negative")
-		case cfg.Percentile < 0 || cfg.Percentile >= 1:
-			return optErr(fmt.Sprintf("WithHedging(Percentile: %v)", cfg.Percentile), "percentile must be in (0, 1)")
+			return optErr(name("Delay", cfg.Delay), "delay is negative")
+		case math.IsNaN(cfg.Percentile) || cfg.Percentile < 0 || cfg.Percentile >= 1:
+			return optErr(name("Percentile", cfg.Percentile), "percentile must be in (0, 1)")
 		case cfg.MaxExtra < 0:
-			return optErr(fmt.Sprintf("WithHedging(MaxExtra: %d)", cfg.MaxExtra), "extra copies are negative")
+			return optErr(name("MaxExtra", cfg.MaxExtra), "extra copies are negative")
+		case cfg.MaxExtra > maxHedgeExtra:
+			return optErr(name("MaxExtra", cfg.MaxExtra), "more than %d extra copies", maxHedgeExtra)
 		}
 		if cfg.Percentile == 0 {
-			cfg.Percentile = 0.95
+			cfg.Percentile = DefaultHedgePercentile
 		}
 		if cfg.MaxExtra == 0 {
-			cfg.MaxExtra = 1
+			cfg.MaxExtra = DefaultHedgeMaxExtra
 		}
-		c.hedge = &hedger{cfg: cfg}
+		c.hedge = &cfg
 		return nil
 	}, name: "WithHedging"}
-}
-
-type hedger struct {
-	cfg   HedgeConfig
-	hosts hostMap[latencies]
 }
 
 // latencies is a host's recent latencies of successful first attempts: a
@@ -125,145 +135,164 @@ func (l *latencies) percentile(p float64) time.Duration {
 	return bucketTop(len(l.counts) - 1)
 }
 
-// copyResult is what one copy of a hedged attempt ended with.
+// copyResult is what one copy of a hedged attempt ended with, before it
+// is classified (on the goroutine of RoundTrip).
 type copyResult struct {
-	r      result
-	end    func(AttemptEnd)
-	cancel context.CancelCauseFunc
-	idx    int           // 0 for the first attempt, 1... for the hedges
-	took   time.Duration // from the copy's own start to its answer
+	resp     *http.Response
+	err      error
+	timedOut bool
+	panicked any // what the base panicked with, if it did
+	a        *prepared
+	cancel   context.CancelCauseFunc
+	idx      int           // 0 for the first attempt, 1... for the hedges
+	took     time.Duration // from the copy's own start to its answer
 }
 
 // hedged sends the first attempt, and copies of it while it is slow to
 // answer, and returns the first answer worth returning.
 func (k *call) hedged(body io.ReadCloser) result {
-	c, h := k.c, k.c.hedge
-	var buf [maxHostKey]byte
-	key, kb := canonicalHost(k.req.URL.Scheme, k.host, &buf)
-	lat := h.hosts.getKey(key, kb, c.clock.Second())
-	delay := h.cfg.Delay
+	c, lat, cfg := k.c, k.hs.lat, k.c.gate.hedge
+	delay := cfg.Delay
 	if delay == 0 {
-		delay = lat.percentile(h.cfg.Percentile)
+		delay = lat.percentile(cfg.Percentile)
 	}
-	start := c.clock.Now()
-	if delay <= 0 || !k.replayable || (k.mode != bodyNone && k.mode != bodyGetBody) {
-		resp, timedOut, end, err := k.send(k.ctx, 1, body, false)
-		k.hookEnd = end
+	if delay <= 0 || c.maxAttempts < 2 || !k.replayable || (k.body.mode != bodyNone && k.body.mode != bodyGetBody) {
+		start := time.Now()
+		a := k.prepare(k.ctx, 1, body, false)
+		resp, timedOut, err := c.transmit(&a)
+		k.hookEnd = a.end
 		r := k.classify(resp, err, timedOut)
 		if r.err == nil && !r.retryable {
-			lat.record(c.clock.Now().Sub(start))
+			lat.record(time.Since(start))
 		}
 		return r
 	}
-
-	// The copies run on goroutines of their own, with a copy of the call:
-	// k itself stays in RoundTrip's frame, so that a request that is not
-	// hedged allocates nothing for it.
-	kc := new(call)
-	*kc = *k
-	results := make(chan copyResult, 1+h.cfg.MaxExtra)
-	var cancels []context.CancelCauseFunc
-	launch := func(b io.ReadCloser) {
-		ctx, cancel := context.WithCancelCause(kc.ctx)
-		idx := len(cancels)
-		cancels = append(cancels, cancel)
-		go func() {
-			t0 := kc.c.clock.Now()
-			resp, timedOut, end, err := kc.send(ctx, 1, b, idx > 0)
-			took := kc.c.clock.Now().Sub(t0)
-			results <- copyResult{kc.classify(resp, err, timedOut), end, cancel, idx, took}
-		}()
-	}
-	launch(body)
-	pending, extra := 1, 0
+	h := hedging{results: make(chan copyResult, 1+cfg.MaxExtra)}
+	defer h.finish(k)
+	h.launch(k, body)
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	var last *copyResult
-	for pending > 0 {
+	var lastR result
+	for {
 		select {
-		case cr := <-results:
-			pending--
-			if (cr.r.err == nil && !cr.r.retryable) || pending == 0 {
+		case cr := <-h.results:
+			h.pending--
+			if cr.panicked != nil {
+				h.finish(k)
+				panic(cr.panicked)
+			}
+			r := k.classify(cr.resp, cr.err, cr.timedOut)
+			if (r.err == nil && !r.retryable) || h.pending == 0 {
 				if last != nil {
-					k.dropCopy(*last)
+					k.dropCopy(*last, lastR)
 				}
-				return k.keepCopy(kc, cr, cancels, results, pending, lat)
+				return h.keep(k, cr, r)
 			}
 			// A failure worth retrying while other copies are out: keep
 			// it, and wait for them.
 			if last != nil {
-				k.dropCopy(*last)
+				k.dropCopy(*last, lastR)
 			}
-			last = &cr
+			last, lastR = &cr, r
 		case <-timer.C:
-			if extra >= h.cfg.MaxExtra || !k.mayHedge() {
+			if h.extra >= cfg.MaxExtra || !c.gate.mayHedge(k) {
 				continue
 			}
 			next, err := k.nextBody()
 			if err != nil {
 				continue
 			}
-			extra++
-			pending++
+			h.extra++
 			c.metrics.hedge()
-			launch(next)
+			h.launch(k, next)
 			timer.Reset(delay)
 		}
 	}
-	return last.r // not reached: the loop returns when pending reaches 0
 }
 
-// mayHedge asks the breaker and the budget for a hedge.
-func (k *call) mayHedge() bool {
-	if k.breaker != nil && k.breaker.open.Load() {
-		return false
-	}
-	return k.budget == nil || k.c.budget.allow(k.budget, k.c.clock.Second())
+// hedging is the copies of one hedged attempt.
+type hedging struct {
+	results        chan copyResult
+	cancels        []context.CancelCauseFunc
+	pending, extra int
 }
 
-// keepCopy keeps the winning copy, cancels the others and cleans up after
-// them in the background. The winner's context lives until its body is
-// closed.
-func (k *call) keepCopy(kc *call, win copyResult, cancels []context.CancelCauseFunc, results chan copyResult,
-	pending int, lat *latencies) result {
-	k.hookEnd = win.end
-	if win.r.err == nil && !win.r.retryable {
+// launch prepares a copy on the goroutine of RoundTrip and sends it
+// through the base on a goroutine of its own.
+func (h *hedging) launch(k *call, b io.ReadCloser) {
+	ctx, cancel := context.WithCancelCause(k.ctx)
+	idx := len(h.cancels)
+	h.cancels = append(h.cancels, cancel)
+	h.pending++
+	a := k.prepare(ctx, 1, b, idx > 0)
+	c, results := k.c, h.results
+	go func() {
+		t0 := time.Now()
+		cr := copyResult{a: &a, cancel: cancel, idx: idx}
+		defer func() {
+			if p := recover(); p != nil {
+				cr.panicked = p
+			}
+			cr.took = time.Since(t0)
+			results <- cr
+		}()
+		cr.resp, cr.timedOut, cr.err = c.transmit(&a)
+	}()
+}
+
+// keep keeps the winning copy and cancels the others, which finish drops.
+// The winner's context lives until its body is closed.
+func (h *hedging) keep(k *call, win copyResult, r result) result {
+	k.hookEnd = win.a.end
+	if r.err == nil && !r.retryable {
 		// The winner's own latency, not the request's: a hedge's wait
 		// before it was sent is no latency of the host's.
-		lat.record(win.took)
+		k.hs.lat.record(win.took)
 		if win.idx > 0 {
 			k.c.metrics.hedgeWon()
 		}
 	}
-	for i, cancel := range cancels {
+	for i, cancel := range h.cancels {
 		if i != win.idx {
 			cancel(context.Canceled)
 		}
 	}
-	if win.r.resp != nil {
-		win.r.resp.Body = wrapCancel(win.r.resp.Body, win.cancel)
+	if r.resp != nil {
+		r.resp.Body = wrapCancel(r.resp.Body, win.cancel)
 	} else {
 		win.cancel(context.Canceled)
 	}
-	if pending > 0 {
-		go func() {
-			for range pending {
-				kc.dropCopy(<-results)
-			}
-		}()
+	h.cancels[win.idx] = func(error) {} // the winner's lives on with its body
+	return r
+}
+
+// finish cancels the copies still out and waits for them, so that every
+// callback of theirs runs on the goroutine of RoundTrip, and none is left
+// running when it returns. A copy that panicked after the answer was had
+// is dropped: its panic has nobody to reach.
+func (h *hedging) finish(k *call) {
+	for _, cancel := range h.cancels {
+		cancel(context.Canceled)
 	}
-	return win.r
+	for ; h.pending > 0; h.pending-- {
+		cr := <-h.results
+		if cr.panicked != nil {
+			continue
+		}
+		k.dropCopy(cr, k.classify(cr.resp, cr.err, cr.timedOut))
+	}
 }
 
 // dropCopy discards a copy that lost: its response is drained and closed,
 // its context ended, and it is counted as an attempt.
-func (k *call) dropCopy(cr copyResult) {
-	if cr.r.resp != nil {
-		discard(cr.r.resp)
+func (k *call) dropCopy(cr copyResult, r result) {
+	if r.resp != nil {
+		discard(r.resp)
 	}
 	cr.cancel(context.Canceled)
-	k.c.metrics.attempt(cr.r.outcome)
-	if cr.end != nil {
-		cr.end(AttemptEnd{Err: cr.r.err, Outcome: cr.r.outcome.String(), Retryable: cr.r.retryable})
+	k.c.metrics.attempt(r.outcome)
+	if cr.a.end != nil {
+		cr.a.end(AttemptEnd{Err: r.err, Outcome: r.outcome.String(), Retryable: r.retryable})
 	}
 }

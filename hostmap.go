@@ -1,6 +1,6 @@
-// This file holds hostMap, the per-destination-host state shared by the
-// Budget (budget.go) and the retry breaker (breaker.go), and the canonical
-// form of a host that keys it.
+// This file holds hostMap, the per-destination-host state of a Transport
+// (gate.go) and of a Budget (budget.go), and the canonical form of a host
+// that keys it.
 
 package retryhttp
 
@@ -27,8 +27,8 @@ type hostMap[T any] struct {
 	dirty  map[string]*hostEntry[T] // hosts not yet in read
 	misses int                      // lookups that took mu since the last merge
 
-	init      func(*T)      // if set, prepares a new entry before it is shared
-	evictable func(*T) bool // if set, says whether an idle entry may go
+	init      func(key string, v *T) // if set, prepares a new entry before it is shared
+	evictable func(*T) bool          // if set, says whether an idle entry may go
 }
 
 type hostEntry[T any] struct {
@@ -53,6 +53,12 @@ func (hm *hostMap[T]) get(host string) *T { return hm.getKey(host, nil, 0) }
 // (a key built on the caller's stack: the lookup then allocates nothing),
 // and marks it used in second sec.
 func (hm *hostMap[T]) getKey(s string, b []byte, sec int64) *T {
+	return &hm.entry(s, b, sec).v
+}
+
+// entry is getKey's, with the entry itself, so that its user can mark it
+// used later.
+func (hm *hostMap[T]) entry(s string, b []byte, sec int64) *hostEntry[T] {
 	if m := hm.read.Load(); m != nil {
 		var e *hostEntry[T]
 		var ok bool
@@ -63,13 +69,13 @@ func (hm *hostMap[T]) getKey(s string, b []byte, sec int64) *T {
 		}
 		if ok {
 			e.touch(sec)
-			return &e.v
+			return e
 		}
 	}
 	return hm.slow(s, b, sec)
 }
 
-func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *T {
+func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *hostEntry[T] {
 	hm.mu.Lock()
 	defer hm.mu.Unlock()
 	var read map[string]*hostEntry[T]
@@ -91,7 +97,7 @@ func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *T {
 		}
 		e = new(hostEntry[T])
 		if hm.init != nil {
-			hm.init(&e.v)
+			hm.init(s, &e.v)
 		}
 		if hm.dirty == nil {
 			hm.dirty = make(map[string]*hostEntry[T])
@@ -103,7 +109,7 @@ func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *T {
 	if len(hm.dirty) >= len(read)/4+8 || hm.misses >= len(read)/8+8 {
 		hm.merge(read, sec)
 	}
-	return &e.v
+	return e
 }
 
 // merge makes a new read map of read and the dirty hosts, without the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/retryhttp/retryhttp/retrytest"
 )
@@ -25,14 +26,15 @@ func TestHostsIsolated(t *testing.T) {
 		resp.Body.Close()
 	}
 	for range 50 { // spends h5000's budget and opens its breaker
+		time.Sleep(time.Millisecond) // failures over time
 		resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h5000/", nil))
 		resp.Body.Close()
 	}
-	if !tr.c.breaker.host("h5000").open.Load() {
+	if !hostOf(tr, "h5000").open.Load() {
 		t.Fatal("the failing host's breaker did not open")
 	}
 	for _, h := range []string{"h0", "h1023", "h1024", "h4999"} {
-		if tr.c.breaker.host(h).open.Load() || !tr.c.budget.allowRetry(h, tr.c.clock.Second()) {
+		if hostOf(tr, h).open.Load() || !tr.c.budget.allowRetry(h, unixSecond()) {
 			t.Errorf("%s: breaker open or budget spent by another host's failures", h)
 		}
 	}
@@ -45,23 +47,23 @@ func TestHostsIsolated(t *testing.T) {
 // hosts in use; a host whose breaker is open is kept.
 func TestHostsEvicted(t *testing.T) {
 	c := newTestConfig(t)
-	trip(c.breaker.hosts.getKey("busy", nil, 0))
+	trip(c, c.gate.hosts.getKey("busy", nil, 0))
 	for i := range 1000 {
-		c.breaker.hosts.getKey(fmt.Sprintf("old%d", i), nil, 0)
+		c.gate.hosts.getKey(fmt.Sprintf("old%d", i), nil, 0)
 	}
 	for i := range 1000 {
-		c.breaker.hosts.getKey(fmt.Sprintf("new%d", i), nil, evictAfter+1)
+		c.gate.hosts.getKey(fmt.Sprintf("new%d", i), nil, evictAfter+1)
 	}
-	c.breaker.hosts.mu.Lock()
-	read := *c.breaker.hosts.read.Load()
-	c.breaker.hosts.mu.Unlock()
+	c.gate.hosts.mu.Lock()
+	read := *c.gate.hosts.read.Load()
+	c.gate.hosts.mu.Unlock()
 	if _, ok := read["old0"]; ok {
 		t.Error("an idle host was kept")
 	}
 	if _, ok := read["busy"]; !ok {
 		t.Error("a host with an open breaker was dropped")
 	}
-	if n := c.breaker.hosts.len(); n > 1001 {
+	if n := c.gate.hosts.len(); n > 1001 {
 		t.Errorf("%d hosts tracked, want at most the 1000 in use and the busy one", n)
 	}
 }

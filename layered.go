@@ -68,7 +68,7 @@ func (k *call) detectLayered() {
 		if key == "" {
 			key = h.Get(HeaderXIdempotencyKey)
 		}
-		if key != "" && c.layers.keys.seen(k.host+" "+key, c.clock.Second()) {
+		if key != "" && c.layers.keys.seen(k.req.URL.Host+" "+key, unixSecond()) {
 			k.layered(layerKey)
 		}
 	}

@@ -1,5 +1,7 @@
 // This file holds the options and the one unexported config they resolve
-// into, with every default in one place. The strategies behind WithBackoff
+// into, with every default in one place (the Default constants below; the
+// breaker's and hedging's options, in breaker.go and hedge.go, take theirs
+// from here too). The strategies behind WithBackoff
 // are in backoff.go and the Budget behind WithBudget in budget.go.
 
 package retryhttp
@@ -31,6 +33,10 @@ const (
 	DefaultBreakerThreshold  = 10
 	DefaultFailFastProbeBase = 250 * time.Millisecond
 	DefaultFailFastProbeMax  = 2 * time.Second
+
+	// Hedging's, off by default (HedgeConfig).
+	DefaultHedgePercentile = 0.95
+	DefaultHedgeMaxExtra   = 1
 )
 
 // An Option configures a Transport. Options are applied in order by New,
@@ -58,8 +64,10 @@ type config struct {
 	bodyLimit         int64
 	keyMethods        methodSet
 	keyGen            func() string
-	budget            *Budget
-	breaker           *breaker
+	budget            *Budget        // WithBudget
+	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled
+	hedge             *HedgeConfig   // WithHedging, or nil
+	gate              *gate          // admission, built from the three above; nil if all are off
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -68,10 +76,8 @@ type config struct {
 	attemptHeader     string
 	maxElapsed        time.Duration
 	retryIf           func(*http.Response, error) Decision
-	clock             clock
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 	layers            *layers       // retries of the layers above, seen by this Transport
-	hedge             *hedger       // WithHedging, or nil
 	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
 }
 
@@ -85,8 +91,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		bodyLimit:     DefaultBodyBufferLimit,
 		keyGen:        NewUUIDKey,
 		budget:        NewBudget(DefaultBudgetRatio, DefaultBudgetPerSecond),
-		breaker:       newBreaker(BreakerConfig{}),
-		clock:         realClock{},
+		breaker:       &BreakerConfig{},
 	}
 	var errs []error
 	for _, o := range opts {
@@ -107,8 +112,12 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.layers = new(layers)
-	if c.breaker != nil {
-		c.breaker.resolve(c.schedule)
+	if c.budget != nil || c.breaker != nil || c.hedge != nil {
+		var b *BreakerConfig
+		if c.breaker != nil {
+			b = resolveBreaker(*c.breaker, c.schedule)
+		}
+		c.gate = newGate(c.budget, b, c.hedge)
 	}
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
@@ -352,51 +361,4 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
-}
-
-// withClock replaces the clock; tests use it to run without real sleeps.
-func withClock(cl clock) Option {
-	return Option{apply: func(c *config) error {
-		c.clock = cl
-		return nil
-	}, name: "withClock"}
-}
-
-// clock is the seam between the retry loop and real time.
-type clock interface {
-	Now() time.Time
-	// Second returns the current Unix second. The budget asks it on every
-	// first attempt, so realClock answers from the monotonic clock alone,
-	// one clock read where time.Now makes two (a third of a success's cost
-	// in retryhttp, profiled against an in-memory base).
-	Second() int64
-	// Sleep waits for d, or until ctx is done, and then returns ctx.Err().
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-// clockBase anchors realClock.Second: wall time at start plus monotonic
-// time since, so that a step of the wall clock cannot move the budget's
-// buckets under it.
-var clockBase = time.Now()
-
-func (realClock) Second() int64 {
-	return (clockBase.UnixNano() + int64(time.Since(clockBase))) / int64(time.Second)
-}
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -39,7 +39,7 @@ func TestLoadPolicies(t *testing.T) {
 	}
 	pay := trs["payments"].c
 	if pay.name != "payments" || pay.maxAttempts != 5 || pay.backoff != (decorrelatedJitter{200 * time.Millisecond, 5 * time.Second}) ||
-		!pay.keyMethods.has("POST") || pay.breaker == nil || !pay.breaker.cfg.FailFast {
+		!pay.keyMethods.has("POST") || pay.breaker == nil || !pay.breaker.FailFast {
 		t.Errorf("payments: %+v", pay)
 	}
 }

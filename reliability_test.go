@@ -462,11 +462,11 @@ func TestLoad10kHeld(t *testing.T) {
 		}()
 	}
 	// Wait until every request is held (or done), then measure.
-	h := tr.c.breaker.host(strings.TrimPrefix(srv.URL, "http://"))
+	h := hostOf(tr, strings.TrimPrefix(srv.URL, "http://"))
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
-		held := h.nHeld
+		held := len(h.cb.held)
 		h.mu.Unlock()
 		if int64(held)+ended.Load() >= int64(n)*99/100 {
 			break
@@ -477,7 +477,7 @@ func TestLoad10kHeld(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&during)
 	h.mu.Lock()
-	held := h.nHeld
+	held := len(h.cb.held)
 	h.mu.Unlock()
 	if held > 0 {
 		t.Logf("%d requests held: %d bytes of heap each", held, int64(during.HeapAlloc-before.HeapAlloc)/int64(held))

@@ -2,12 +2,14 @@
 // send an attempt, record it once, stop unless it failed in a way worth
 // retrying, decide (decide.go), wait, next attempt. What each step needs is
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
-// ladder), breaker.go and budget.go (per-host state), report.go (metrics,
+// ladder), gate.go (admission: budget, breaker, holds, hedges; per-host
+// state), report.go (metrics,
 // logs, hook), errors.go (reasons and errors), policy.go (options).
 
 package retryhttp
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -92,14 +94,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	var k call
-	body, err := c.newCall(&k, req)
-	if err != nil {
-		return nil, err
+	body := c.newCall(&k, req)
+	if k.body.tee != nil {
+		defer k.body.tee.release()
 	}
-	if k.tee != nil {
-		defer k.tee.release()
-	}
-	if k.breaker != nil && !k.admit() {
+	if k.hs != nil && !c.gate.admitFirst(&k) {
 		closeBody(body)
 		return k.giveUp(GiveUpCircuitOpen, 0, &result{err: ErrCircuitOpen}, 0)
 	}
@@ -117,23 +116,29 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		f := k.facts(attempt, &r, prev)
 		v := decide(f)
 		var next io.ReadCloser
+		var adm admission
 		if v.giveUp == "" {
-			next, v = k.acquire(v, &r)
+			next, adm, v = k.acquire(v, &r)
 		}
 		if v.giveUp != "" {
 			return k.giveUp(v.giveUp, attempt, &r, v.delay)
 		}
-		k.scheduled(attempt, v.delay, &r)
 		k.endAttempt(&r, AttemptEnd{Retried: true, NextDelay: v.delay})
-		k.lastDelay = v.delay
-		if reason, err := k.wait(attempt, v.delay, &r); reason != "" || err != nil {
+		decided := time.Now()
+		if reason, err := k.wait(adm, v.delay, f.serverWait(), &r); reason != "" || err != nil {
 			closeBody(next)
+			k.unclaim()
 			if err != nil {
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
 			return k.giveUp(reason, attempt, &r, 0)
 		}
-		prev, body = f.backoff, next // the Backoff's own last value, not Retry-After's
+		k.t.lastDelay = v.delay
+		if adm == admitHold || k.t.wasHeld {
+			k.t.lastDelay = time.Since(decided) // a hold's wait is what it took
+		}
+		k.scheduled(attempt, k.t.lastDelay, &r) // reported once it is sure to go
+		prev, body = f.backoff, next            // the Backoff's own last value, not Retry-After's
 	}
 }
 
@@ -143,15 +148,15 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	f := facts{
 		attempt: n, maxAttempts: c.maxAttempts,
 		replayable: k.replayable, notSent: r.notSent,
-		bodyOnce: k.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
+		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
 		maxRA:    c.maxRetryAfter,
 	}
 	if f.replayable || f.notSent {
 		f.backoff = c.backoff.Delay(n, prev)
 	}
-	now := c.clock.Now()
+	now := time.Now()
 	if n == 1 {
-		k.firstFail = now
+		k.t.firstFail = now
 	}
 	if r.resp != nil {
 		f.retryAfter, f.hasRA = ParseRetryAfter(r.resp.Header.Get("Retry-After"), now)
@@ -166,61 +171,102 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 }
 
 // acquire takes the two rungs of the ladder that act: it fetches the next
-// attempt's body, then spends the budget.
-func (k *call) acquire(v verdict, r *result) (io.ReadCloser, verdict) {
+// attempt's body, then asks admission (gate.go), which may charge the
+// budget. A retry that admission refuses gives up now, without a wait.
+func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict) {
 	next, err := k.nextBody()
 	if err != nil {
-		return nil, verdict{GiveUpBody, 0}
+		return nil, admitWait, verdict{GiveUpBody, 0}
 	}
-	if !k.spend(r) {
+	if k.hs == nil {
+		return next, admitWait, v
+	}
+	adm, reason := k.c.gate.admitRetry(k, r)
+	if reason != "" {
 		closeBody(next)
-		return nil, verdict{GiveUpBudget, v.delay}
-	}
-	return next, v
-}
-
-// spend asks the budget for a retry. A request that never left the client
-// cost the server nothing, so its retry is free; a retry that the open
-// breaker will hold is charged later, if it goes out as the probe. A
-// retry that the budget refuses because the host is failing (it has
-// withdrawn its floor) asks again when its wait ends: by then the breaker
-// may hold it instead (the first failures of a burst come before it has
-// opened).
-func (k *call) spend(r *result) bool {
-	k.charged = false
-	switch {
-	case k.budget == nil || r.notSent:
-		return true
-	case k.breaker != nil && k.breaker.open.Load():
-		return true
-	}
-	if k.c.budget.allow(k.budget, k.c.clock.Second()) {
-		k.charged = true
-		return true
-	}
-	h := k.breaker
-	return h != nil && !h.b.cfg.FailFast && k.budget.streak.Load() >= failingAfter
-}
-
-// wait sleeps before the next attempt, then passes the breaker. It keeps
-// r's response only if the breaker may hold the retry and give up later.
-func (k *call) wait(attempt int, delay time.Duration, r *result) (GiveUpReason, error) {
-	c := k.c
-	if r.resp != nil {
-		if k.breaker == nil || !detach(r.resp) {
-			discard(r.resp)
-			r.resp = nil
+		if reason == GiveUpCircuitOpen {
+			r.err = noResponse(r, ErrCircuitOpen)
 		}
+		return nil, admitWait, verdict{reason, v.delay}
 	}
-	if k.breaker != nil && k.breaker.open.Load() && !k.breaker.b.cfg.FailFast {
-		// A retry that will be held waits no longer than its hold.
-		delay = min(delay, max(k.holdLimit().Sub(c.clock.Now()), 0))
+	return next, adm, v
+}
+
+// wait waits before the next attempt: for its delay, then past the
+// breaker; or held by the breaker from the start. A held retry never goes
+// before the server's Retry-After (ra), and its backoff counts no further
+// than the end of its schedule (its hold limit). It keeps r's response
+// only if the retry may be held and give up later.
+func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
+	g := k.c.gate
+	mayHold := g != nil && g.breaker != nil && !g.breaker.FailFast
+	if r.resp != nil && (!mayHold || !detach(r.resp)) {
+		discard(r.resp)
+		r.resp = nil
 	}
-	if err := c.clock.Sleep(k.ctx, delay); err != nil {
-		return "", err
+	now := time.Now()
+	var reason GiveUpReason
+	var err error
+	if adm == admitHold {
+		nb, limit := k.holdTimes(now, delay, ra)
+		reason, err = g.hold(k, nb, limit)
+	} else if err = sleep(k.ctx, delay); err == nil && k.hs != nil {
+		nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
+		reason, err = g.afterWait(k, nb, limit)
 	}
-	if k.breaker == nil {
-		return "", nil
+	switch reason {
+	case GiveUpBreaker:
+		r.err = noResponse(r, ErrBreakerHold)
+	case GiveUpCircuitOpen:
+		r.err = noResponse(r, ErrCircuitOpen)
 	}
-	return k.passBreaker(attempt, delay, r)
+	return reason, err
+}
+
+// unclaim gives back what admission gave a retry that is not sent: its
+// budget charge and its probe.
+func (k *call) unclaim() {
+	if k.hs != nil {
+		k.c.gate.refund(k)
+		k.c.gate.abandon(k)
+	}
+}
+
+// holdTimes are the earliest and the latest times a retry of this request
+// that waits delay, ra of it the server's, may go if held: the limit is
+// its backoff schedule from the first failure (or MaxHold from now), but
+// no sooner than the server's wait ends, and no later than WithMaxElapsed
+// or the context deadline; it goes no sooner than its wait, cut to the
+// limit.
+func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
+	limit = k.t.firstFail.Add(k.c.schedule)
+	if b := k.c.gate.breaker; b != nil && b.MaxHold > 0 {
+		limit = now.Add(b.MaxHold)
+	}
+	if server := now.Add(ra); limit.Before(server) {
+		limit = server
+	}
+	notBefore = now.Add(delay)
+	if limit.Before(notBefore) {
+		notBefore = limit
+	}
+	if me := k.c.maxElapsed; me > 0 && k.start.Add(me).Before(limit) {
+		limit = k.start.Add(me)
+	}
+	if dl, ok := k.ctx.Deadline(); ok && dl.Before(limit) {
+		limit = dl
+	}
+	return notBefore, limit
+}
+
+// noResponse is the error a request that gives up without a response ends
+// with: err, and the last attempt's error if it had one.
+func noResponse(r *result, err error) error {
+	if r.resp != nil {
+		return r.err
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
+	}
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,12 +19,32 @@ import (
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
-// testTransport returns a Transport over base that never really sleeps and
-// has no budget, unless opts say otherwise.
-func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *fakeClock) {
-	fc := newFakeClock()
-	all := append([]Option{withClock(fc), WithBudget(nil)}, opts...)
-	return New(base, all...), fc
+// testTransport returns a Transport over base that retries at once
+// (Constant(0)) and has no budget, unless opts say otherwise, and the log
+// of the waits of the retries it sends. A test that sets a longer backoff
+// runs under testing/synctest, where the waits are virtual.
+func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *sleepLog) {
+	sl := new(sleepLog)
+	all := append([]Option{WithBudget(nil), WithBackoff(Constant(0)), WithOnRetry(sl.add)}, opts...)
+	return New(base, all...), sl
+}
+
+// sleepLog records the waits of the retries sent.
+type sleepLog struct {
+	mu     sync.Mutex
+	sleeps []time.Duration
+}
+
+func (l *sleepLog) add(ev RetryEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sleeps = append(l.sleeps, ev.Delay)
+}
+
+func (l *sleepLog) Sleeps() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.sleeps...)
 }
 
 func newRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
@@ -166,8 +187,7 @@ func TestExhaustedReturnsLastResponse(t *testing.T) {
 }
 
 func TestBackoffDelaysAndRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	past := now.Add(-time.Hour).Format(http.TimeFormat)
+	past := time.Date(1990, 1, 2, 3, 4, 5, 0, time.UTC).Format(http.TimeFormat)
 	tests := []struct {
 		name       string
 		backoff    Backoff
@@ -175,7 +195,7 @@ func TestBackoffDelaysAndRetryAfter(t *testing.T) {
 		wantSleeps []time.Duration
 		wantCount  int
 	}{
-		{"exponential", Exponential(time.Second, 3*time.Second), "", []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, 4},
+		{"exponential", Exponential(500*time.Millisecond, 3*time.Second), "", []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, 4},
 		{"retry-after longer", Constant(time.Second), "5", []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second}, 4},
 		{"backoff longer", Constant(7 * time.Second), "5", []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, 4},
 		{"date in the past", Constant(time.Second), past, []time.Duration{time.Second, time.Second, time.Second}, 4},
@@ -184,35 +204,41 @@ func TestBackoffDelaysAndRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s []retrytest.Step
-			for range 4 {
-				r := retrytest.Status(503)
-				if tt.retryAfter != "" {
-					r.Header = http.Header{"Retry-After": {tt.retryAfter}}
+			synctest.Test(t, func(t *testing.T) {
+				var s []retrytest.Step
+				for range 4 {
+					r := retrytest.Status(503)
+					if tt.retryAfter != "" {
+						r.Header = http.Header{"Retry-After": {tt.retryAfter}}
+					}
+					s = append(s, retrytest.Step{Reply: r})
 				}
-				s = append(s, retrytest.Step{Reply: r})
-			}
-			base := retrytest.NewScriptTransport(s...)
-			tr, fc := testTransport(base, WithBackoff(tt.backoff))
-			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if got := fc.Sleeps(); fmt.Sprint(got) != fmt.Sprint(tt.wantSleeps) {
-				t.Errorf("sleeps = %v, want %v", got, tt.wantSleeps)
-			}
-			if base.Count() != tt.wantCount || resp.StatusCode != 503 {
-				t.Errorf("%d attempts, status %d; want %d, 503", base.Count(), resp.StatusCode, tt.wantCount)
-			}
+				base := retrytest.NewScriptTransport(s...)
+				tr, fc := testTransport(base, WithBackoff(tt.backoff))
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if got := fc.Sleeps(); fmt.Sprint(got) != fmt.Sprint(tt.wantSleeps) {
+					t.Errorf("sleeps = %v, want %v", got, tt.wantSleeps)
+				}
+				if base.Count() != tt.wantCount || resp.StatusCode != 503 {
+					t.Errorf("%d attempts, status %d; want %d, 503", base.Count(), resp.StatusCode, tt.wantCount)
+				}
+			})
 		})
 	}
 }
 
 func TestDeadlineStopsWaitsThatCannotFinish(t *testing.T) {
+	synctest.Test(t, testDeadlineStopsWaits)
+}
+
+func testDeadlineStopsWaits(t *testing.T) {
 	base := retrytest.NewScriptTransport(steps(503, 503, 503)...)
 	tr, fc := testTransport(base, WithBackoff(Constant(2*time.Second)))
-	ctx, cancel := context.WithDeadline(context.Background(), fc.Now().Add(3*time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(3*time.Second))
 	defer cancel()
 	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
 	if err != nil {
