@@ -49,6 +49,8 @@ func main() {
 		with(base, "burst-D3-per-process-retry-after-spread", "burst", 3*time.Second, true, "3-6"),
 		fleet(base, 50),
 		fleet(base, 500),
+		lone(base, 2),
+		lone(base, 10),
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
@@ -100,6 +102,14 @@ func with(s Scenario, name, shape string, d time.Duration, perProcess bool, retr
 func fleet(s Scenario, k int) Scenario {
 	s = with(s, fmt.Sprintf("fleet-D30-K%d", k), "steady", 30*time.Second, false, "")
 	s.Instances = k
+	return s
+}
+
+// lone is a client with little traffic of its own: rate requests a
+// second (open loop), 5 s healthy, then a 3 s outage.
+func lone(s Scenario, rate int) Scenario {
+	s = with(s, fmt.Sprintf("lone-R%d-D3", rate), "steady", 3*time.Second, false, "")
+	s.Rate = rate
 	return s
 }
 

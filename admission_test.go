@@ -1,0 +1,492 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+// perRequest is a base that answers each request (told apart by its X-Id
+// header) from a script of its own: codes[i] for its i-th attempt, then
+// 200. It counts every request's attempts.
+type perRequest struct {
+	codes []int
+	mu    sync.Mutex
+	seen  map[string]int
+	delay time.Duration
+}
+
+func (p *perRequest) RoundTrip(r *http.Request) (*http.Response, error) {
+	id := r.Header.Get("X-Id")
+	p.mu.Lock()
+	if p.seen == nil {
+		p.seen = map[string]int{}
+	}
+	n := p.seen[id]
+	p.seen[id]++
+	p.mu.Unlock()
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+	}
+	code := 200
+	if n < len(p.codes) {
+		code = p.codes[n]
+	}
+	return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+}
+
+func (p *perRequest) attempts(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[id]
+}
+
+// parallel sends n requests through tr at once and returns how many got a
+// 200.
+func parallel(t *testing.T, tr http.RoundTripper, n int) int {
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := range n {
+		wg.Go(func() {
+			req := newRequest(t, "GET", "http://h/", nil)
+			req.Header.Set("X-Id", string(rune('a'+i%26))+strings.Repeat("x", i/26))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(ok.Load())
+}
+
+// A user's parallel test with a fake server: 9 GETs at once through one
+// Transport with Constant(0), each answered 503, 503, 200. Every one
+// succeeds, with exactly the 3 attempts its script needs.
+func TestParallelConstantZeroAllSucceed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &perRequest{codes: []int{503, 503}}
+		tr := New(base, WithBackoff(Constant(0)))
+		if ok := parallel(t, tr, 9); ok != 9 {
+			t.Fatalf("%d of 9 parallel requests succeeded, want 9", ok)
+		}
+		for id, n := range base.seen {
+			if n != 3 {
+				t.Errorf("request %s: %d attempts, want 3", id, n)
+			}
+		}
+	})
+}
+
+// The same in real time, under the race detector, as a user's test runs.
+func TestParallelConstantZeroRealTime(t *testing.T) {
+	for range 20 {
+		base := &perRequest{codes: []int{503, 503}}
+		tr := New(base, WithBackoff(Constant(0)))
+		if ok := parallel(t, tr, 9); ok != 9 {
+			t.Fatalf("%d of 9 parallel requests succeeded, want 9", ok)
+		}
+	}
+}
+
+// 200 concurrent requests that each fail once, with a sub-millisecond
+// backoff and no budget: all succeed, with two attempts each.
+func TestConcurrentFailOnceAllSucceed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &perRequest{codes: []int{503}}
+		tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithBudget(nil))
+		if ok := parallel(t, tr, 200); ok != 200 {
+			t.Fatalf("%d of 200 requests succeeded, want 200", ok)
+		}
+		for id, n := range base.seen {
+			if n != 2 {
+				t.Errorf("request %s: %d attempts, want 2", id, n)
+			}
+		}
+	})
+}
+
+// The same, in real time and under the race detector, as a user's test
+// runs it: every request succeeds.
+func TestConcurrentFailOnceRealTime(t *testing.T) {
+	base := &perRequest{codes: []int{503}}
+	tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithBudget(nil))
+	if ok := parallel(t, tr, 200); ok != 200 {
+		t.Fatalf("%d of 200 requests succeeded, want 200", ok)
+	}
+}
+
+// A retry that the budget refuses, on a host that is not failing, gives up
+// at once: no wait for its Retry-After, nothing logged or counted as a
+// retry.
+func TestRefusedRetryGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.RetryAfter(503, "20")})
+		m := NewMetrics()
+		var retries int
+		tr := New(base, WithBudget(NewBudget(0, 0)), WithMetrics(m),
+			WithOnRetry(func(RetryEvent) { retries++ }))
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("RoundTrip = %v, %v; want the 503", resp, err)
+		}
+		resp.Body.Close()
+		if d := time.Since(start); d != 0 {
+			t.Errorf("a retry the budget refused came back after %v, want at once", d)
+		}
+		if n := sumCounter(t, m, "retryhttp_retries_total"); retries != 0 || n != 0 {
+			t.Errorf("a refused retry was reported: OnRetry %d, retries_total %v", retries, n)
+		}
+		if got := testutil.ToFloat64(m.giveups.WithLabelValues("default", "budget")); got != 1 {
+			t.Errorf("giveups_total{reason=budget} = %v, want 1", got)
+		}
+	})
+}
+
+// attempts_total equals requests plus sent retries, whatever admission
+// did: here some retries are held and give up, some are refused.
+func TestAttemptsAreRequestsPlusSentRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := true
+		var mu sync.Mutex
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			code := 200
+			if down {
+				code = 503
+			}
+			mu.Unlock()
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		m := NewMetrics()
+		var onRetry atomic.Int64
+		tr := New(base, WithMetrics(m), WithBudget(NewBudget(0.1, 1)),
+			WithOnRetry(func(RetryEvent) { onRetry.Add(1) }))
+		var wg sync.WaitGroup
+		for i := range 300 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		time.Sleep(2 * time.Second)
+		mu.Lock()
+		down = false
+		mu.Unlock()
+		wg.Wait()
+		attempts := sumCounter(t, m, "retryhttp_attempts_total")
+		requests := sumCounter(t, m, "retryhttp_requests_total")
+		retries := sumCounter(t, m, "retryhttp_retries_total")
+		if attempts != requests+retries || int64(retries) != onRetry.Load() {
+			t.Errorf("attempts %v, requests %v, retries %v, OnRetry %d: want attempts = requests + retries = requests + OnRetry",
+				attempts, requests, retries, onRetry.Load())
+		}
+	})
+}
+
+func sumCounter(t *testing.T, m *Metrics, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mt := range mf.GetMetric() {
+				sum += mt.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// openBreaker fails first attempts to host h over time, until its breaker
+// opens.
+func openBreaker(t *testing.T, tr *Transport, fail *atomic.Bool) {
+	t.Helper()
+	fail.Store(true)
+	for range 20 {
+		time.Sleep(2 * time.Millisecond)
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(NoRetry(context.Background())))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	if !hostOf(tr, "h").open.Load() {
+		t.Fatal("the breaker did not open")
+	}
+}
+
+// A held retry never goes before the server's Retry-After, even when the
+// breaker closes first.
+func TestHeldRetryWaitsForRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail atomic.Bool
+		var sentAt []time.Duration
+		start := time.Now()
+		var mu sync.Mutex
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			h := http.Header{}
+			code := 200
+			if fail.Load() || r.Header.Get("X-Id") == "ra" && len(sentAt) == 0 {
+				code = 503
+				h.Set("Retry-After", "5")
+			}
+			if r.Header.Get("X-Id") == "ra" {
+				mu.Lock()
+				sentAt = append(sentAt, time.Since(start))
+				mu.Unlock()
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: h}, nil
+		})
+		tr := New(base)
+		openBreaker(t, tr, &fail)
+		fail.Store(false)
+		start = time.Now()
+		go func() { // the host answers again at 1s
+			time.Sleep(time.Second)
+			resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			resp.Body.Close()
+		}()
+		req := newRequest(t, "GET", "http://h/", nil)
+		req.Header.Set("X-Id", "ra")
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("RoundTrip = %v, %v; want 200", resp, err)
+		}
+		resp.Body.Close()
+		if len(sentAt) != 2 || sentAt[1]-sentAt[0] < 5*time.Second {
+			t.Errorf("attempts at %v: the retry went before Retry-After: 5", sentAt)
+		}
+	})
+}
+
+// A held retry is released within its limit: with a 260ms deadline and
+// the host back at 240ms, the caller gets the 200, not a deadline error.
+func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail atomic.Bool
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			code := 200
+			if fail.Load() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
+		openBreaker(t, tr, &fail)
+		go func() {
+			time.Sleep(240 * time.Millisecond)
+			fail.Store(false)
+			resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			resp.Body.Close()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 260*time.Millisecond)
+		defer cancel()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("RoundTrip = %v, %v; want the 200 of the released retry", resp, err)
+		}
+		resp.Body.Close()
+	})
+}
+
+// Per-request options bind hedging: NoRetry and WithMaxAttempts(1) send
+// one copy.
+func TestHedgeHonoursPerRequestOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, ctx := range []context.Context{NoRetry(context.Background()),
+			WithRequestOptions(context.Background(), WithMaxAttempts(1))} {
+			base := retrytest.NewScriptTransport(slow(100*time.Millisecond, "slow"), slow(time.Millisecond, "fast"))
+			tr := New(base, WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}))
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			synctest.Wait()
+			if base.Count() != 1 {
+				t.Errorf("%d copies sent for a request that may take one attempt, want 1", base.Count())
+			}
+		}
+	})
+}
+
+// Under hedging, a panic of the base or of a WithRetryIf condition reaches
+// the caller of RoundTrip, and the condition runs on its goroutine.
+func TestHedgePanicsReachCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if n.Add(1) == 2 {
+				panic("base")
+			}
+			time.Sleep(100 * time.Millisecond)
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base, WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}))
+		if p := catch(func() { tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) }); p != "base" {
+			t.Errorf("the hedge's panic reached the caller as %v, want \"base\"", p)
+		}
+		caller := goroutineID()
+		tr = New(retrytest.NewScriptTransport(slow(100*time.Millisecond, "slow"), slow(time.Millisecond, "fast")),
+			WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}),
+			WithRetryIf(func(*http.Response, error) Decision {
+				if goroutineID() != caller {
+					panic("WithRetryIf ran on another goroutine")
+				}
+				panic("condition")
+			}))
+		if p := catch(func() { tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) }); p != "condition" {
+			t.Errorf("the condition's panic reached the caller as %v, want \"condition\"", p)
+		}
+		synctest.Wait()
+	})
+}
+
+// goroutineID is the running goroutine's number, from its stack header.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+func catch(f func()) (p any) {
+	defer func() { p = recover() }()
+	f()
+	return nil
+}
+
+// Configurations that cannot work are refused by New, naming the option.
+func TestAdmissionInvalidConfig(t *testing.T) {
+	for _, tt := range []struct {
+		opt  Option
+		name string
+	}{
+		{WithRetryBreaker(BreakerConfig{Threshold: 1 << 32}), "Threshold"},
+		{WithRetryBreaker(BreakerConfig{ProbeTimeout: -time.Second}), "ProbeTimeout"},
+		{WithHedging(HedgeConfig{Percentile: math.NaN()}), "Percentile"},
+		{WithHedging(HedgeConfig{Percentile: 1}), "Percentile"},
+		{WithHedging(HedgeConfig{MaxExtra: math.MaxInt}), "MaxExtra"},
+	} {
+		p := catch(func() { New(nil, tt.opt) })
+		if err, ok := p.(error); !ok || !strings.Contains(err.Error(), tt.name) {
+			t.Errorf("New with a bad %s: panic %v, want an error naming it", tt.name, p)
+		}
+	}
+}
+
+// A FailFast probe that hangs counts as failed after its timeout, and the
+// next probe finds the host back: the host is not refused for as long as
+// the probe hangs.
+func TestFailFastHungProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail, hang atomic.Bool
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if hang.Load() {
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			code := 200
+			if fail.Load() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base, WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(100 * time.Millisecond)}))
+		openBreaker(t, tr, &fail)
+		time.Sleep(100 * time.Millisecond)
+		hang.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		go tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx)) // the probe, hung
+		synctest.Wait()
+		hang.Store(false)
+		fail.Store(false)
+		// Within the probe's timeout (400ms) and the next interval, a
+		// request goes as the next probe and succeeds.
+		var got int
+		for range 100 {
+			time.Sleep(20 * time.Millisecond)
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			if err == nil {
+				resp.Body.Close()
+				got = resp.StatusCode
+				break
+			}
+			if !errors.Is(err, ErrCircuitOpen) {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		if got != 200 || hostOf(tr, "h").open.Load() {
+			t.Errorf("after a hung probe: status %d, open %v; want 200 and closed", got, hostOf(tr, "h").open.Load())
+		}
+	})
+}
+
+// A client with little traffic of its own (2 requests a second) through a
+// 3s outage: its retries are held, not refused for lack of budget, and
+// most requests started in the outage succeed.
+func TestLowTrafficBlipSaved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		down := func() bool { d := time.Since(start); return d >= 5*time.Second && d < 8*time.Second }
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			code := 200
+			if down() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr := New(base)
+		var wg sync.WaitGroup
+		var started, ok atomic.Int64
+		for i := range 26 { // 13 s at 2/s
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 500 * time.Millisecond)
+				inOutage := down()
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if inOutage {
+					started.Add(1)
+					if err == nil && resp.StatusCode == 200 {
+						ok.Add(1)
+					}
+				}
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load()*10 < started.Load()*8 {
+			t.Errorf("%d of %d requests started in the outage succeeded, want at least 80%%", ok.Load(), started.Load())
+		}
+	})
+}
