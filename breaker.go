@@ -298,13 +298,17 @@ func (cb *circuit) probeDue(w *holder, now time.Time) bool {
 }
 
 // nextEvent is when w should look again by itself: its limit, its own
-// wait, or the probe time if it is first in line.
+// wait, the end of the probe in flight, or the probe time if it is first
+// in line. Past its limit, it waits for the probe in flight (or a wake).
 func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
-	t := w.limit
+	t := now.Add(time.Hour)
+	if now.Before(w.limit) {
+		t = w.limit
+	}
 	if now.Before(w.notBefore) && w.notBefore.Before(t) {
 		t = w.notBefore
 	}
-	if cb.probing != 0 && cb.probeEnd.Before(t) {
+	if cb.probing != 0 && now.Before(cb.probeEnd) && cb.probeEnd.Before(t) {
 		t = cb.probeEnd
 	}
 	if cb.probing == 0 && cb.nextProbe.Before(t) {
@@ -314,7 +318,7 @@ func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
 		}
 		for _, x := range cb.held {
 			if !at.Before(x.notBefore) {
-				if x == w {
+				if x == w && now.Before(at) {
 					t = at
 				}
 				break

@@ -179,6 +179,9 @@ func (k *call) hedged(body io.ReadCloser) result {
 		case cr := <-h.results:
 			h.pending--
 			if cr.panicked != nil {
+				if last != nil {
+					k.dropCopy(*last, lastR)
+				}
 				h.finish(k)
 				panic(cr.panicked)
 			}

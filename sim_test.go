@@ -1,0 +1,500 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The simulator checks admission (gate.go) as a whole: it draws seeded
+// random option sets and fault scripts, runs 1 to 200 callers over a few
+// hosts in virtual time, and checks the invariants after every run. A
+// failure prints its seed and the command that runs it alone; seeds it
+// found stay in simRegressions.
+var (
+	simRuns = flag.Int("sim.runs", 2000, "simulator runs")
+	simSeed = flag.Uint64("sim.seed", 0, "first simulator seed (0: from the clock)")
+)
+
+// simRegressions are seeds that once failed: 10320 left a hedged
+// request's kept 503 open when a copy panicked; 1033, 30149, 32267 and
+// 1796320411515408814 were the checker's own mistakes (FailFast
+// refusals, a Retry-After the client never saw, timeouts counted as the
+// outage's, recovery per host).
+var simRegressions = []uint64{10320, 1033, 30149, 32267, 1796320411515408814}
+
+func TestSimulator(t *testing.T) {
+	runs := *simRuns
+	if raceEnabled && *simSeed == 0 {
+		runs = max(runs/4, 1) // make test runs the whole draw without the race detector
+	}
+	first := *simSeed
+	if first == 0 {
+		first = uint64(time.Now().UnixNano())
+	}
+	seeds := append([]uint64(nil), simRegressions...)
+	for i := range runs {
+		seeds = append(seeds, first+uint64(i))
+	}
+	for _, seed := range seeds {
+		var failed bool
+		synctest.Test(t, func(t *testing.T) {
+			sim := drawSim(seed)
+			if errs := sim.run(t); len(errs) > 0 {
+				failed = true
+				t.Errorf("seed %d: %s\n  %s\n  go test -run '^TestSimulator$' -sim.seed=%d -sim.runs=1 .",
+					seed, sim, strings.Join(errs, "\n  "), seed)
+			}
+		})
+		if failed {
+			return
+		}
+	}
+}
+
+// simulation is one drawn run.
+type simulation struct {
+	seed     uint64
+	opts     []Option
+	desc     []string
+	failFast bool
+	maxAtt   int
+	hedge    int // extra copies allowed
+	perAtt   time.Duration
+	callers  []simCaller
+	faults   simFaults
+}
+
+type simCaller struct {
+	id          string
+	host        string
+	method      string
+	keyed       bool
+	at          time.Duration // start
+	deadline    time.Duration // 0: none
+	noRetry     bool
+	maxAttempts int // per-request WithMaxAttempts, 0: none
+}
+
+type simFaults struct {
+	outages    [][2]time.Duration // host answers 503 in these windows
+	failFirst  map[string]int     // a request's first n attempts get 503
+	latency    time.Duration
+	hangs      map[string]int // a request's n-th attempt hangs until its context ends
+	panics     map[string]int // a request's n-th attempt panics
+	ra         string         // Retry-After on 503s
+	outageOnly bool
+}
+
+func (s *simulation) String() string { return strings.Join(s.desc, " ") }
+
+func drawSim(seed uint64) *simulation {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := &simulation{seed: seed, faults: simFaults{failFirst: map[string]int{}, hangs: map[string]int{}, panics: map[string]int{}}}
+	add := func(o Option, d string) { s.opts = append(s.opts, o); s.desc = append(s.desc, d) }
+	ms := time.Millisecond
+	base := time.Duration(r.IntN(100)) * ms
+	switch r.IntN(6) {
+	case 0:
+		add(WithBackoff(Constant(0)), "Constant(0)")
+	case 1:
+		add(WithBackoff(Constant(base)), fmt.Sprintf("Constant(%v)", base))
+	case 2:
+		add(WithBackoff(FullJitter(base, 10*base+ms)), fmt.Sprintf("FullJitter(%v)", base))
+	case 3:
+		add(WithBackoff(EqualJitter(base, 10*base+ms)), fmt.Sprintf("EqualJitter(%v)", base))
+	case 4:
+		add(WithBackoff(Exponential(base, 10*base+ms)), fmt.Sprintf("Exponential(%v)", base))
+	default:
+		s.desc = append(s.desc, "default-backoff")
+	}
+	s.maxAtt = 1 + r.IntN(7)
+	add(WithMaxAttempts(s.maxAtt), fmt.Sprintf("attempts=%d", s.maxAtt))
+	switch r.IntN(4) {
+	case 0:
+		add(WithBudget(nil), "budget=off")
+	case 1:
+		ratio, floor := r.Float64()*0.5, float64(r.IntN(20))
+		add(WithBudget(NewBudget(ratio, floor)), fmt.Sprintf("budget=%.2f/%v", ratio, floor))
+	default:
+		s.desc = append(s.desc, "budget=default")
+	}
+	switch r.IntN(5) {
+	case 0:
+		add(WithRetryBreaker(BreakerConfig{Disabled: true}), "breaker=off")
+	case 1:
+		s.failFast = true
+		add(WithRetryBreaker(BreakerConfig{FailFast: true}), "breaker=failfast")
+	case 2:
+		th := 1 + r.IntN(20)
+		add(WithRetryBreaker(BreakerConfig{Threshold: th}), fmt.Sprintf("breaker=threshold%d", th))
+	default:
+		s.desc = append(s.desc, "breaker=default")
+	}
+	if r.IntN(4) == 0 {
+		s.hedge = 1 + r.IntN(2)
+		d := time.Duration(1+r.IntN(50)) * ms
+		add(WithHedging(HedgeConfig{Delay: d, MaxExtra: s.hedge}), fmt.Sprintf("hedge=%v×%d", d, s.hedge))
+	}
+	if r.IntN(4) == 0 {
+		d := time.Duration(5+r.IntN(200)) * ms
+		s.perAtt = d
+		add(WithPerAttemptTimeout(d), fmt.Sprintf("per-attempt=%v", d))
+	}
+	if r.IntN(4) == 0 {
+		s.faults.ra = strconv.Itoa(r.IntN(3))
+		s.desc = append(s.desc, "retry-after="+s.faults.ra)
+	}
+	s.drawFaults(r)
+	s.drawCallers(r)
+	return s
+}
+
+func (s *simulation) drawFaults(r *rand.Rand) {
+	f := &s.faults
+	for range r.IntN(3) {
+		start := time.Duration(r.IntN(3000)) * time.Millisecond
+		f.outages = append(f.outages, [2]time.Duration{start, start + time.Duration(r.IntN(3000))*time.Millisecond})
+	}
+	if r.IntN(3) == 0 {
+		f.latency = time.Duration(r.IntN(30)) * time.Millisecond
+	}
+	f.outageOnly = len(f.outages) > 0 && r.IntN(2) == 0
+	if f.outageOnly && s.perAtt > 0 && f.latency >= s.perAtt {
+		f.latency = s.perAtt / 2 // no timeouts: every failure is the outage's
+	}
+	s.desc = append(s.desc, fmt.Sprintf("outages=%v latency=%v", f.outages, f.latency))
+}
+
+func (s *simulation) drawCallers(r *rand.Rand) {
+	n := 1 + r.IntN(20)
+	if r.IntN(4) == 0 {
+		n = 1 + r.IntN(200)
+	}
+	hosts := 1 + r.IntN(3)
+	for i := range n {
+		c := simCaller{id: strconv.Itoa(i), host: "h" + strconv.Itoa(r.IntN(hosts)), method: "GET",
+			at: time.Duration(r.IntN(4000)) * time.Millisecond}
+		switch r.IntN(8) {
+		case 0:
+			c.method = "POST"
+		case 1:
+			c.method, c.keyed = "POST", true
+		}
+		if r.IntN(3) == 0 {
+			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
+		}
+		switch r.IntN(10) {
+		case 0:
+			c.noRetry = true
+		case 1:
+			c.maxAttempts = 1 + r.IntN(3)
+		}
+		if !s.faults.outageOnly {
+			if r.IntN(3) == 0 {
+				s.faults.failFirst[c.id] = 1 + r.IntN(4)
+			}
+			if c.deadline > 0 && r.IntN(10) == 0 {
+				s.faults.hangs[c.id] = 1 + r.IntN(3)
+			}
+			if r.IntN(40) == 0 {
+				s.faults.panics[c.id] = 1 + r.IntN(2)
+			}
+		}
+		s.callers = append(s.callers, c)
+	}
+	s.desc = append(s.desc, fmt.Sprintf("callers=%d hosts=%d", n, hosts))
+}
+
+// simBase is the fault-scripted base, shared by the run's callers.
+type simBase struct {
+	s     *simulation
+	start time.Time
+	mu    sync.Mutex
+	sent  map[string][]simAttempt
+	oks   map[string][]time.Duration // when a 200 was answered, per host
+	open  atomic.Int64    // response bodies handed out, not closed
+}
+
+type simAttempt struct {
+	at time.Duration
+	ra time.Duration // the Retry-After it was answered with, if any
+}
+
+func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	id := r.Header.Get("X-Sim")
+	now := time.Since(b.start)
+	b.mu.Lock()
+	n := len(b.sent[id]) + 1
+	b.sent[id] = append(b.sent[id], simAttempt{at: now})
+	b.mu.Unlock()
+	f := &b.s.faults
+	if f.panics[id] == n {
+		panic("sim: base panics")
+	}
+	if f.hangs[id] == n {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	if f.latency > 0 {
+		t := time.NewTimer(f.latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, r.Context().Err()
+		}
+	}
+	answered := time.Since(b.start)
+	down := n <= f.failFirst[id]
+	for _, o := range f.outages {
+		down = down || (answered >= o[0] && answered < o[1])
+	}
+	h := http.Header{}
+	code := 200
+	if down {
+		code = 503
+		if f.ra != "" {
+			h.Set("Retry-After", f.ra)
+			ra, _ := strconv.Atoi(f.ra)
+			b.mu.Lock()
+			b.sent[id][n-1].ra = time.Duration(ra) * time.Second
+			b.mu.Unlock()
+		}
+	} else {
+		b.mu.Lock()
+		b.oks[r.URL.Host] = append(b.oks[r.URL.Host], answered)
+		b.mu.Unlock()
+	}
+	b.open.Add(1)
+	return &http.Response{StatusCode: code, Header: h, Request: r,
+		Body: &simBody{open: &b.open}}, nil
+}
+
+type simBody struct {
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (b *simBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (b *simBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		b.open.Add(-1)
+	}
+	return nil
+}
+
+// giveUps records the give-up log records: when, and why.
+type giveUps struct {
+	mu    sync.Mutex
+	start time.Time
+	list  []simGiveUp
+}
+
+type simGiveUp struct {
+	at           time.Duration
+	reason, host string
+}
+
+func (g *giveUps) Enabled(context.Context, slog.Level) bool { return true }
+func (g *giveUps) WithAttrs([]slog.Attr) slog.Handler       { return g }
+func (g *giveUps) WithGroup(string) slog.Handler            { return g }
+func (g *giveUps) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "retryhttp: giving up" {
+		return nil
+	}
+	var reason, host string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "reason":
+			reason = a.Value.String()
+		case "host":
+			host = a.Value.String()
+		}
+		return true
+	})
+	g.mu.Lock()
+	g.list = append(g.list, simGiveUp{r.Time.Sub(g.start), reason, host})
+	g.mu.Unlock()
+	return nil
+}
+
+type simOutcome struct {
+	resp     *http.Response
+	err      error
+	panicked any
+	end      time.Duration
+	header   int
+}
+
+// run runs the simulation and returns what it broke.
+func (s *simulation) run(t *testing.T) []string {
+	start := time.Now()
+	b := &simBase{s: s, start: start, sent: map[string][]simAttempt{}, oks: map[string][]time.Duration{}}
+	m := NewMetrics()
+	gu := &giveUps{start: start}
+	opts := append(append([]Option(nil), s.opts...), WithMetrics(m), WithLogger(slog.New(gu)))
+	tr := New(b, opts...)
+	outcomes := make([]simOutcome, len(s.callers))
+	var wg sync.WaitGroup
+	for i, c := range s.callers {
+		wg.Go(func() { outcomes[i] = s.call(t, tr, c, start) })
+	}
+	wg.Wait()
+	synctest.Wait()
+	return s.check(b, m, gu, outcomes)
+}
+
+func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.Time) (o simOutcome) {
+	time.Sleep(c.at)
+	ctx := context.Background()
+	if c.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.deadline)
+		defer cancel()
+	}
+	if c.noRetry {
+		ctx = NoRetry(ctx)
+	}
+	if c.maxAttempts > 0 {
+		ctx = WithRequestOptions(ctx, WithMaxAttempts(c.maxAttempts))
+	}
+	var body io.Reader
+	if c.method == "POST" {
+		body = strings.NewReader("payload")
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, "http://"+c.host+"/p", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Sim", c.id)
+	if c.keyed {
+		req.Header.Set(HeaderIdempotencyKey, "key-"+c.id)
+	}
+	o.header = len(req.Header)
+	defer func() {
+		o.panicked = recover()
+		o.end = time.Since(start)
+		if len(req.Header) != o.header || req.URL.Host != c.host {
+			o.err = errors.New("the caller's request changed")
+		}
+	}()
+	o.resp, o.err = tr.RoundTrip(req)
+	if o.resp != nil {
+		o.resp.Body.Close()
+	}
+	return o
+}
+
+// check tests the invariants of one run.
+func (s *simulation) check(b *simBase, m *Metrics, gu *giveUps, outcomes []simOutcome) (errs []string) {
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	for i, c := range s.callers {
+		o, sent := outcomes[i], b.sent[c.id]
+		limit := s.maxAtt
+		if c.maxAttempts > 0 {
+			limit = c.maxAttempts
+		}
+		if c.noRetry {
+			limit = 1
+		}
+		if limit > 1 {
+			limit += s.hedge
+		}
+		switch {
+		case o.panicked != nil && s.faults.panics[c.id] == 0:
+			fail("caller %s: unscripted panic %v", c.id, o.panicked)
+		case o.panicked == nil && (o.resp == nil) == (o.err == nil):
+			fail("caller %s: RoundTrip = %v, %v: want exactly one", c.id, o.resp, o.err)
+		case o.err != nil && o.err.Error() == "the caller's request changed":
+			fail("caller %s: the caller's request changed", c.id)
+		}
+		if len(sent) > limit {
+			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
+		}
+		if c.method == "POST" && !c.keyed && len(sent) > 1 {
+			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
+		}
+		at := c.at
+		for j, a := range sent {
+			if c.deadline > 0 && a.at > at+c.deadline {
+				fail("caller %s: attempt %d sent at %v, after the deadline at %v", c.id, j+1, a.at, at+c.deadline)
+			}
+			// (A response that came as the per-attempt timeout struck was
+			// not seen: nor was its Retry-After.)
+			seen := s.perAtt == 0 || s.perAtt > s.faults.latency
+			if j > 0 && sent[j-1].ra > 0 && a.at < sent[j-1].at+sent[j-1].ra && s.hedge == 0 && seen {
+				fail("caller %s: attempt %d at %v, before the Retry-After of attempt %d (%v at %v)", c.id, j+1, a.at, j, sent[j-1].ra, sent[j-1].at)
+			}
+		}
+		if c.deadline > 0 && o.end > at+c.deadline {
+			fail("caller %s: ended at %v, after its deadline at %v", c.id, o.end, at+c.deadline)
+		}
+	}
+	if n := b.open.Load(); n != 0 {
+		fail("%d response bodies left open", n)
+	}
+	attempts := sumCounter(nil, m, "retryhttp_attempts_total")
+	requests := sumCounter(nil, m, "retryhttp_requests_total")
+	retries := sumCounter(nil, m, "retryhttp_retries_total")
+	hedges := sumCounter(nil, m, "retryhttp_hedges_total")
+	panics, refused := 0, 0
+	for _, o := range outcomes {
+		var re *Error
+		switch {
+		case o.panicked != nil:
+			panics++
+		case errors.As(o.err, &re) && re.Attempts == 0:
+			refused++ // FailFast: a request that sent nothing
+		}
+	}
+	if attempts != requests-float64(refused)+retries+hedges && panics == 0 {
+		fail("attempts_total %v != requests %v - refused %d + retries %v + hedges %v", attempts, requests, refused, retries, hedges)
+	}
+	s.checkRecovery(b, gu, fail)
+	return errs
+}
+
+// checkRecovery checks the one that matters most: once the host has been
+// seen answering again after the last outage, nothing is given up on by
+// the budget or the breaker. (It holds for scripts whose failures are
+// outages only, where a failure after that is not the host's.)
+func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ...any)) {
+	if !s.faults.outageOnly {
+		return
+	}
+	var end time.Duration
+	for _, o := range s.faults.outages {
+		end = max(end, o[1])
+	}
+	for _, g := range gu.list {
+		up := time.Duration(-1)
+		for _, ok := range b.oks[g.host] {
+			if ok >= end && (up < 0 || ok < up) {
+				up = ok
+			}
+		}
+		switch g.reason {
+		case string(GiveUpBudget), string(GiveUpBreaker), string(GiveUpCircuitOpen):
+			if up >= 0 && g.at > up {
+				fail("a request to %s gave up (%s) at %v, after the host answered again at %v", g.host, g.reason, g.at, up)
+			}
+		}
+	}
+}
