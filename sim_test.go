@@ -225,7 +225,7 @@ type simBase struct {
 	mu    sync.Mutex
 	sent  map[string][]simAttempt
 	oks   map[string][]time.Duration // when a 200 was answered, per host
-	open  atomic.Int64    // response bodies handed out, not closed
+	open  atomic.Int64               // response bodies handed out, not closed
 }
 
 type simAttempt struct {
