@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"runtime"
@@ -294,8 +295,9 @@ func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 			}
 			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
 		})
-		tr := New(base, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
+		tr := New(base, WithBackoff(Constant(200*time.Millisecond)), WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
 		openBreaker(t, tr, &fail)
+		t0 := time.Now()
 		go func() {
 			time.Sleep(240 * time.Millisecond)
 			fail.Store(false)
@@ -304,9 +306,14 @@ func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 260*time.Millisecond)
 		defer cancel()
+		var events []string
+		ctx = WithRequestOptions(ctx, WithRetryIf(func(r *http.Response, err error) Decision {
+			events = append(events, fmt.Sprint(time.Since(t0), r.StatusCode))
+			return Default
+		}))
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
 		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("RoundTrip = %v, %v; want the 200 of the released retry", resp, err)
+			t.Fatalf("RoundTrip = %v, %v; want the 200 of the released retry %v", resp, err, events)
 		}
 		resp.Body.Close()
 	})

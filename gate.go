@@ -96,9 +96,11 @@ func (g *gate) enter(scheme, host string) *hostState {
 }
 
 // failing reports whether the host is failing: its score has reached
-// failingAfter and its failures have lasted minFailingSpan.
-func (hs *hostState) failing(now time.Time) bool {
-	return hs.score.Load() >= failingAfter && hs.lasted(now)
+// failingAfter and its failures have lasted minFailingSpan, or it has
+// reached the breaker's threshold at once (a burst that failed whole).
+func (g *gate) failing(hs *hostState, now time.Time) bool {
+	s := hs.score.Load()
+	return s >= failingAfter && (hs.lasted(now) || (g.breaker != nil && s >= int32(g.breaker.Threshold)))
 }
 
 // lasted reports whether the host's failures have lasted minFailingSpan.
@@ -278,7 +280,7 @@ func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
 	}
 	now := time.Now()
 	sec := unixSecond()
-	if g.budget.allow(&hs.bh.v, sec, !hs.failing(now)) {
+	if g.budget.allow(&hs.bh.v, sec, !g.failing(hs, now)) {
 		t.charged, t.chargedSec = true, sec
 		return admitWait, ""
 	}
@@ -428,7 +430,7 @@ func (g *gate) holdStep(k *call, w *holder, now time.Time) holdStepResult {
 	free := atLimit || len(cb.held) >= freeProbeHeld || k.t.charged || g.budget == nil
 	if !free {
 		sec := unixSecond()
-		if !g.budget.allow(&hs.bh.v, sec, !hs.failing(now)) {
+		if !g.budget.allow(&hs.bh.v, sec, !g.failing(hs, now)) {
 			cb.schedule(g.breaker, now) // no room: look again at the next probe time
 			return stepWait
 		}
@@ -467,7 +469,7 @@ func (g *gate) mayHedge(k *call) bool {
 	if hs.open.Load() || hs.held.Load() > 0 {
 		return false
 	}
-	return g.budget == nil || g.budget.allow(&hs.bh.v, unixSecond(), !hs.failing(time.Now()))
+	return g.budget == nil || g.budget.allow(&hs.bh.v, unixSecond(), !g.failing(hs, time.Now()))
 }
 
 // refund gives back the charge of a retry that was never sent.

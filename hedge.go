@@ -281,6 +281,8 @@ func (h *hedging) finish(k *call) {
 	for ; h.pending > 0; h.pending-- {
 		cr := <-h.results
 		if cr.panicked != nil {
+			cr.cancel(context.Canceled)
+			k.c.metrics.attempt(outcomeError) // sent, all the same
 			continue
 		}
 		k.dropCopy(cr, k.classify(cr.resp, cr.err, cr.timedOut))
