@@ -8,8 +8,10 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -111,30 +113,109 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// DefaultHeldBodyMemory bounds the memory that the responses kept by
+// waiting retries hold, per Transport: a retry that waits, or is held by
+// the breaker, keeps its last response in memory (up to 64 KiB of its
+// body), so that it can return it if it gives up. Past the bound, what is
+// kept is cut (see ErrHeldBodyTruncated), so that thousands of requests
+// waiting behind a host that answers with large error pages cannot hold
+// more than this.
+const DefaultHeldBodyMemory = 4 << 20
+
+// ErrHeldBodyTruncated is what reading the body of a response ends with,
+// after the bytes that were kept, when a request gave up after waiting
+// and its last response's body was longer than its share of
+// DefaultHeldBodyMemory (64 KiB, or less while other waiting requests
+// hold the rest). The status and headers are whole.
+var ErrHeldBodyTruncated = errors.New("retryhttp: response body cut: a waiting retry kept only part of it")
+
+// memPool is a Transport's bound on kept bodies.
+type memPool struct{ free atomic.Int64 }
+
+func newMemPool(n int64) *memPool {
+	p := new(memPool)
+	p.free.Store(n)
+	return p
+}
+
+// take reserves up to n bytes and returns how many it got.
+func (p *memPool) take(n int64) int64 {
+	for {
+		free := p.free.Load()
+		got := min(n, max(free, 0))
+		if got == 0 || p.free.CompareAndSwap(free, free-got) {
+			return got
+		}
+	}
+}
+
+func (p *memPool) put(n int64) { p.free.Add(n) }
+
+// keptBody is a kept response's body: the bytes that were kept, then
+// io.EOF, or ErrHeldBodyTruncated if there were more. Closing it gives
+// its memory back.
+type keptBody struct {
+	r    bytes.Reader
+	end  error
+	pool *memPool
+	n    int64
+	shut atomic.Bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		err = b.end
+	}
+	return n, err
+}
+
+func (b *keptBody) Close() error {
+	if b.shut.CompareAndSwap(false, true) {
+		b.pool.put(b.n)
+	}
+	return nil
+}
+
 // detach reads a response that is not returned now but may be later, when
-// a retry held by the breaker gives up, into memory, and closes it so that
-// its connection is reused. It reports whether the whole body fit in
-// maxDrain bytes; if not, the response is closed and lost.
-func detach(resp *http.Response) bool {
-	if resp.Body == nil || resp.ContentLength > maxDrain {
-		discard(resp)
-		return false
-	}
-	if resp.ContentLength == 0 {
+// a retry that waits gives up, into memory, within its share of pool, and
+// closes it so that its connection is reused.
+func detach(resp *http.Response, pool *memPool) {
+	if resp.Body == nil || resp.ContentLength == 0 {
 		// Nothing to keep: no copy, no allocation.
-		resp.Body.Close()
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
 		resp.Body = http.NoBody
-		return true
+		return
 	}
+	want := int64(maxDrain)
+	if resp.ContentLength > 0 {
+		want = min(want, resp.ContentLength)
+	}
+	got := pool.take(want)
+	b := &keptBody{end: io.EOF, pool: pool, n: got}
 	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxDrain+1))
-	t.Stop()
-	resp.Body.Close()
-	if err != nil || len(buf) > maxDrain {
-		return false
+	buf := make([]byte, got)
+	n, err := io.ReadFull(resp.Body, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		err = nil // shorter than its share: all of it is kept
+	case err == nil && (resp.ContentLength < 0 || resp.ContentLength > got):
+		var one [1]byte
+		if m, _ := resp.Body.Read(one[:]); m > 0 || resp.ContentLength > got {
+			b.end = ErrHeldBodyTruncated
+		}
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(buf))
-	return true
+	t.Stop()
+	if err != nil {
+		b.end = err
+	}
+	resp.Body.Close()
+	pool.put(got - int64(n))
+	b.n = int64(n)
+	b.r.Reset(buf[:n])
+	resp.Body = b
 }
 
 // cancelBody ends an attempt's context when the caller closes the body of

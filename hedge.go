@@ -151,21 +151,13 @@ type copyResult struct {
 // hedged sends the first attempt, and copies of it while it is slow to
 // answer, and returns the first answer worth returning.
 func (k *call) hedged(body io.ReadCloser) result {
-	c, lat, cfg := k.c, k.hs.lat, k.c.gate.hedge
+	c, cfg := k.c, k.c.gate.hedge
 	delay := cfg.Delay
 	if delay == 0 {
-		delay = lat.percentile(cfg.Percentile)
+		delay = k.hs.lat.percentile(cfg.Percentile)
 	}
 	if delay <= 0 || c.maxAttempts < 2 || !k.replayable || (k.body.mode != bodyNone && k.body.mode != bodyGetBody) {
-		start := time.Now()
-		a := k.prepare(k.ctx, 1, body, false)
-		resp, timedOut, err := c.transmit(&a)
-		k.hookEnd = a.end
-		r := k.classify(resp, err, timedOut)
-		if r.err == nil && !r.retryable {
-			lat.record(time.Since(start))
-		}
-		return r
+		return k.unhedged(body)
 	}
 	h := hedging{results: make(chan copyResult, 1+cfg.MaxExtra)}
 	defer h.finish(k)
@@ -212,6 +204,20 @@ func (k *call) hedged(body io.ReadCloser) result {
 			timer.Reset(delay)
 		}
 	}
+}
+
+// unhedged sends a first attempt that is not hedged, and records its
+// latency if it succeeds.
+func (k *call) unhedged(body io.ReadCloser) result {
+	start := time.Now()
+	a := k.prepare(k.ctx, 1, body, false)
+	resp, timedOut, err := k.c.transmit(&a)
+	k.hookEnd = a.end
+	r := k.classify(resp, err, timedOut)
+	if r.err == nil && !r.retryable {
+		k.hs.lat.record(time.Since(start))
+	}
+	return r
 }
 
 // hedging is the copies of one hedged attempt.

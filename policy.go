@@ -68,6 +68,7 @@ type config struct {
 	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled
 	hedge             *HedgeConfig   // WithHedging, or nil
 	gate              *gate          // admission, built from the three above; nil if all are off
+	held              *memPool       // the memory that waiting retries' kept responses may hold
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -112,6 +113,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.layers = new(layers)
+	c.held = newMemPool(DefaultHeldBodyMemory)
 	if c.budget != nil || c.breaker != nil || c.hedge != nil {
 		var b *BreakerConfig
 		if c.breaker != nil {

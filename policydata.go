@@ -138,31 +138,14 @@ func (p Policy) Options() ([]Option, error) {
 			opts = append(opts, d.opt(time.Duration(d.v)))
 		}
 	}
-	if b := p.Budget; b != nil {
-		floor := float64(DefaultBudgetPerSecond)
-		if b.MinRetriesPerSecond != nil {
-			floor = *b.MinRetriesPerSecond
+	for _, part := range []func() (Option, error){p.budgetOption, p.breakerOption} {
+		o, err := part()
+		if err != nil {
+			return nil, err
 		}
-		switch {
-		case b.Disabled:
-			opts = append(opts, WithBudget(nil))
-		case b.MaxRetryRatio < 0 || math.IsNaN(b.MaxRetryRatio) || math.IsInf(b.MaxRetryRatio, 0):
-			return nil, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", b.MaxRetryRatio)
-		case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
-			return nil, fieldErr("budget.min_retries_per_second", "%v must be a finite number >= 0", floor)
-		default:
-			opts = append(opts, WithBudget(NewBudget(b.MaxRetryRatio, floor)))
+		if o.apply != nil {
+			opts = append(opts, o)
 		}
-	}
-	if b := p.Breaker; b != nil {
-		switch {
-		case b.Threshold < 0:
-			return nil, fieldErr("breaker.threshold", "%d is negative", b.Threshold)
-		case b.MaxHold < 0:
-			return nil, fieldErr("breaker.max_hold", "%v is negative", time.Duration(b.MaxHold))
-		}
-		opts = append(opts, WithRetryBreaker(BreakerConfig{Disabled: b.Disabled, FailFast: b.FailFast,
-			Threshold: b.Threshold, MaxHold: time.Duration(b.MaxHold)}))
 	}
 	if len(p.IdempotencyKeys) > 0 {
 		for _, m := range p.IdempotencyKeys {
@@ -344,4 +327,43 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// budgetOption is the Budget's option, if the policy sets one.
+func (p Policy) budgetOption() (Option, error) {
+	b := p.Budget
+	if b == nil {
+		return Option{}, nil
+	}
+	floor := float64(DefaultBudgetPerSecond)
+	if b.MinRetriesPerSecond != nil {
+		floor = *b.MinRetriesPerSecond
+	}
+	switch {
+	case b.Disabled:
+		return WithBudget(nil), nil
+	case b.MaxRetryRatio < 0 || math.IsNaN(b.MaxRetryRatio) || math.IsInf(b.MaxRetryRatio, 0):
+		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", b.MaxRetryRatio)
+	case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
+		return Option{}, fieldErr("budget.min_retries_per_second", "%v must be a finite number >= 0", floor)
+	}
+	return WithBudget(NewBudget(b.MaxRetryRatio, floor)), nil
+}
+
+// breakerOption is the breaker's option, if the policy sets one.
+func (p Policy) breakerOption() (Option, error) {
+	b := p.Breaker
+	if b == nil {
+		return Option{}, nil
+	}
+	switch {
+	case b.Threshold < 0:
+		return Option{}, fieldErr("breaker.threshold", "%d is negative", b.Threshold)
+	case b.Threshold > maxThreshold:
+		return Option{}, fieldErr("breaker.threshold", "%d is above %d", b.Threshold, maxThreshold)
+	case b.MaxHold < 0:
+		return Option{}, fieldErr("breaker.max_hold", "%v is negative", time.Duration(b.MaxHold))
+	}
+	return WithRetryBreaker(BreakerConfig{Disabled: b.Disabled, FailFast: b.FailFast,
+		Threshold: b.Threshold, MaxHold: time.Duration(b.MaxHold)}), nil
 }

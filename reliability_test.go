@@ -4,6 +4,7 @@ package retryhttp
 // and load. Every test here bounds its own time.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -544,5 +545,107 @@ func TestTLSHandshakeResetPOSTRetried(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || posts.Load() != 1 {
 		t.Errorf("status %d, server saw %d POSTs; want 200 after one", resp.StatusCode, posts.Load())
+	}
+}
+
+// 10,000 requests waiting behind a host that answers 503 with a 64 KiB
+// error page hold no more than the Transport's bound on kept bodies
+// (DefaultHeldBodyMemory) beyond their own state: about 700 MB without
+// the bound. The one that gives up with a cut page reads what was kept,
+// then ErrHeldBodyTruncated.
+func TestLoad10kHeldLargePages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 concurrent requests")
+	}
+	page := bytes.Repeat([]byte("x"), 64<<10)
+	var down atomic.Bool
+	down.Store(true)
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if down.Load() {
+			return &http.Response{StatusCode: 503, ContentLength: int64(len(page)), Header: http.Header{},
+				Body: io.NopCloser(bytes.NewReader(page))}, nil
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)),
+		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second, ProbeBackoff: Constant(time.Hour)}))
+	n := 10000
+	if raceEnabled {
+		n = 1000
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	var ended atomic.Int64
+	for range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			ended.Add(1)
+		})
+	}
+	h := hostOf(tr, "h")
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		h.mu.Lock()
+		held := len(h.cb.held)
+		h.mu.Unlock()
+		if int64(held)+ended.Load() >= int64(n)*99/100 {
+			break
+		}
+	}
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	grown := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d requests waiting behind 64 KiB pages: %d KiB of heap in all, %d bytes each",
+		n, grown>>10, grown/int64(n))
+	if limit := int64(DefaultHeldBodyMemory) + int64(n)*8<<10; grown > limit {
+		t.Errorf("%d bytes of heap for %d waiting requests, want at most %d (the bound, and 8 KiB each)", grown, n, limit)
+	}
+	down.Store(false)
+	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) // the host answers: all are released
+	if err == nil {
+		resp.Body.Close()
+	}
+	wg.Wait()
+	if ended.Load() != int64(n) {
+		t.Errorf("%d of %d calls ended", ended.Load(), n)
+	}
+	if free := tr.c.held.free.Load(); free != DefaultHeldBodyMemory {
+		t.Errorf("%d bytes of the bound still taken after every call ended", DefaultHeldBodyMemory-free)
+	}
+}
+
+// A response kept by a waiting retry, past its share of the bound, reads
+// what was kept and then ErrHeldBodyTruncated; one within it reads whole.
+func TestHeldBodyTruncated(t *testing.T) {
+	pool := newMemPool(100)
+	long := &http.Response{ContentLength: 300, Body: io.NopCloser(strings.NewReader(strings.Repeat("y", 300)))}
+	detach(long, pool)
+	b, err := io.ReadAll(long.Body)
+	if len(b) != 100 || !errors.Is(err, ErrHeldBodyTruncated) {
+		t.Errorf("cut body: %d bytes, %v; want the 100 kept and ErrHeldBodyTruncated", len(b), err)
+	}
+	short := &http.Response{ContentLength: -1, Body: io.NopCloser(strings.NewReader("abc"))}
+	detach(short, pool) // the pool is spent: nothing kept
+	if b, err := io.ReadAll(short.Body); len(b) != 0 || !errors.Is(err, ErrHeldBodyTruncated) {
+		t.Errorf("with the bound spent: %q, %v; want nothing and ErrHeldBodyTruncated", b, err)
+	}
+	long.Body.Close()
+	short.Body.Close()
+	again := &http.Response{ContentLength: -1, Body: io.NopCloser(strings.NewReader("abc"))}
+	detach(again, pool)
+	if b, err := io.ReadAll(again.Body); string(b) != "abc" || err != nil {
+		t.Errorf("after the memory came back: %q, %v; want \"abc\" whole", b, err)
+	}
+	again.Body.Close()
+	if pool.free.Load() != 100 {
+		t.Errorf("%d bytes free after every body was closed, want 100", pool.free.Load())
 	}
 }

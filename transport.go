@@ -129,9 +129,15 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(next)
 			k.unclaim()
 			if err != nil {
+				if r.resp != nil {
+					r.resp.Body.Close() // kept for a give-up that did not come
+				}
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
 			return k.giveUp(reason, attempt, &r, 0)
+		}
+		if r.resp != nil {
+			r.resp.Body.Close() // the kept response, not needed now
 		}
 		k.t.lastDelay = v.delay
 		if adm == admitHold || k.t.wasHeld {
@@ -200,7 +206,11 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
 	g := k.c.gate
 	mayHold := g != nil && g.breaker != nil && !g.breaker.FailFast
-	if r.resp != nil && (!mayHold || !detach(r.resp)) {
+	switch {
+	case r.resp == nil:
+	case mayHold:
+		detach(r.resp, k.c.held)
+	default:
 		discard(r.resp)
 		r.resp = nil
 	}
