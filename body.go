@@ -40,6 +40,23 @@ func (cs chunks) size() int64 {
 	return n
 }
 
+// readAt copies into p what cs holds from off on.
+func (cs chunks) readAt(p []byte, off int64) int {
+	n := 0
+	for _, c := range cs {
+		if off >= int64(len(c)) {
+			off -= int64(len(c))
+			continue
+		}
+		m := copy(p[n:], c[off:])
+		n, off = n+m, 0
+		if n == len(p) {
+			break
+		}
+	}
+	return n
+}
+
 // minChunk is the first chunk's size for a body of unknown length. Later
 // ones double up to 4 KiB, then are a twelfth of what was read so far, so
 // that at most 4 KiB or a twelfth of the memory is left unused, in the last

@@ -9,10 +9,10 @@
 package retryhttp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
-	"slices"
 	"sync"
 )
 
@@ -30,7 +30,9 @@ type teeBody struct {
 	cs       chunks
 	total    int64 // bytes read from src
 	kept     int64 // bytes kept in cs
-	over     bool  // more than limit was read: nothing is kept
+	served   int64 // bytes handed to the base: less than total after a read-ahead
+	declared int64 // the request's Content-Length, if > 0
+	over     bool  // more than limit was read: nothing is kept for a retry
 	eof      bool  // src is read to its end (or failed)
 	srcErr   error // what ended src, if not io.EOF
 	final    bool  // the request is over: src is closed when the base is done
@@ -39,19 +41,27 @@ type teeBody struct {
 	done     chan struct{} // closed when the base closes the tee
 }
 
+// newTeeBody keeps src as it is read. Nothing is allocated ahead of what
+// arrives: a declared length only caps the chunks' growth.
 func newTeeBody(src io.ReadCloser, contentLength, limit int64) *teeBody {
-	t := &teeBody{src: src, limit: limit, done: make(chan struct{}), reading: make(chan struct{}, 1)}
-	if contentLength > 0 {
-		t.cs = make(chunks, 0, 1)
-		t.cs = append(t.cs, make([]byte, 0, contentLength))
-	}
-	return t
+	return &teeBody{src: src, limit: limit, declared: max(contentLength, 0),
+		done: make(chan struct{}), reading: make(chan struct{}, 1)}
 }
 
 func (t *teeBody) Read(p []byte) (int, error) {
 	t.reading <- struct{}{}
 	defer func() { <-t.reading }()
 	t.mu.Lock()
+	if t.served < t.total {
+		// Read ahead by an early GetBody: served from the capture.
+		n := t.cs.readAt(p, t.served)
+		t.served += int64(n)
+		if t.over && t.served == t.total {
+			t.cs = nil // kept for the base only
+		}
+		t.mu.Unlock()
+		return n, nil
+	}
 	eof, srcErr := t.eof, t.srcErr
 	t.mu.Unlock()
 	if eof {
@@ -63,7 +73,8 @@ func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.src.Read(p)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.keep(p[:n])
+	t.keep(p[:n], false)
+	t.served += int64(n)
 	if err != nil {
 		t.ended(err)
 	}
@@ -72,19 +83,28 @@ func (t *teeBody) Read(p []byte) (int, error) {
 
 // keep appends b to the capture, into the spare room of the last chunk
 // and then into new ones that grow as bufferBody's do; t.mu is held.
-func (t *teeBody) keep(b []byte) {
+// Bytes read ahead for the base (ahead) are kept even past the limit,
+// until the base has read them, but no longer for a retry.
+func (t *teeBody) keep(b []byte, ahead bool) {
 	t.total += int64(len(b))
-	if t.over {
+	switch {
+	case t.over && !ahead:
 		return
-	}
-	if t.total > t.limit {
+	case t.total > t.limit && !ahead:
 		t.over, t.cs = true, nil
 		return
+	case t.total > t.limit:
+		t.over = true
 	}
 	for len(b) > 0 {
 		if len(t.cs) == 0 || len(t.cs[len(t.cs)-1]) == cap(t.cs[len(t.cs)-1]) {
 			size := max(minChunk, min(t.kept, 4<<10), t.kept/12)
-			t.cs = append(t.cs, slices.Grow([]byte(nil), int(size)))
+			if t.declared > t.kept {
+				// A declared length: chunks double, up to what is left of
+				// it, so that no more is allocated than twice what came.
+				size = min(max(minChunk, t.kept), t.declared-t.kept)
+			}
+			t.cs = append(t.cs, make([]byte, 0, size))
 		}
 		last := &t.cs[len(t.cs)-1]
 		m := min(len(b), cap(*last)-len(*last))
@@ -141,68 +161,125 @@ func (t *teeBody) release() {
 
 // rewind is the GetBody of the tee's attempt, for the base: the whole body
 // once the base has closed the tee (net/http closes a body before it asks
-// for a fresh one). A base that asks earlier, while the tee is open, gets
-// errTeeOpen at once rather than a wait for a Close that it would never
-// make.
+// for a fresh one). A base that asks earlier, while the tee is open (a
+// request signer that hashes the body before sending it), has the rest of
+// the body read ahead, within the limit, into the capture; the base's own
+// Reads are then served from it.
 func (t *teeBody) rewind(ctx context.Context) (chunks, error) {
 	t.mu.Lock()
 	open := !t.baseDone
 	t.mu.Unlock()
 	if open {
-		return nil, errTeeOpen
+		return t.ahead(ctx)
 	}
 	return t.rest(ctx)
 }
 
-// errTeeOpen is what rewind reports while the base still holds the tee.
-var errTeeOpen = errors.New("retryhttp: GetBody called before the request body was closed; a body without GetBody can be had again only once the first is done with")
+// ahead reads the rest of src into the capture, up to the limit, for an
+// early GetBody.
+func (t *teeBody) ahead(ctx context.Context) (chunks, error) {
+	if !t.take(ctx) {
+		return nil, ctx.Err()
+	}
+	if err := t.fill(ctx, true); err != nil {
+		return nil, err // the token stays with the read that ctx abandoned
+	}
+	defer func() { <-t.reading }()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.over:
+		return nil, errTooLong
+	case t.srcErr != nil:
+		return nil, t.srcErr
+	}
+	return t.cs, nil
+}
 
-// errTooLong is what rest reports for a body longer than the limit.
-var errTooLong = errors.New("retryhttp: request body longer than the buffer limit")
-
-// rest returns the whole body for a retry: it waits, within ctx, until the
-// base is done with the first attempt's body, then reads what the base
-// did not, up to the limit. It fails for a body longer than the limit, or
-// one that could not be read.
-func (t *teeBody) rest(ctx context.Context) (chunks, error) {
+// take takes the reading token, within ctx.
+func (t *teeBody) take(ctx context.Context) bool {
 	select {
-	case <-t.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	select { // a Read of the base's may still be under way
 	case t.reading <- struct{}{}:
-		defer func() { <-t.reading }()
+		return true
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return false
 	}
-	var buf []byte
+}
+
+// fill reads src to its end, or past the limit, into the capture; the
+// reading token is held. Each Read of src runs within ctx: if ctx ends
+// first, fill returns its error at once and leaves the Read to finish
+// (and give the token back) on its own.
+func (t *teeBody) fill(ctx context.Context, ahead bool) error {
+	buf := make([]byte, 32<<10)
+	type read struct {
+		n   int
+		err error
+	}
 	for empty := 0; ; {
 		t.mu.Lock()
 		more := !t.eof && !t.over
 		t.mu.Unlock()
 		if !more {
-			break
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			<-t.reading
+			return err
 		}
-		if buf == nil {
-			buf = make([]byte, 32<<10)
+		done := make(chan read, 1)
+		go func() {
+			n, err := t.src.Read(buf)
+			done <- read{n, err}
+		}()
+		var r read
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			go func() {
+				r := <-done
+				t.mu.Lock()
+				t.keep(buf[:r.n], false)
+				t.ended(cmp.Or(r.err, ctx.Err()))
+				t.mu.Unlock()
+				<-t.reading
+			}()
+			return ctx.Err()
 		}
-		n, err := t.src.Read(buf)
 		t.mu.Lock()
-		t.keep(buf[:n])
-		if err != nil {
-			t.ended(err)
+		t.keep(buf[:r.n], ahead)
+		if r.err != nil {
+			t.ended(r.err)
 		}
-		if n > 0 {
+		if r.n > 0 {
 			empty = 0
 		} else if empty++; empty > 100 {
 			t.ended(io.ErrNoProgress)
 		}
 		t.mu.Unlock()
 	}
+}
+
+// errTooLong is what rest reports for a body longer than the limit.
+var errTooLong = errors.New("retryhttp: request body longer than the buffer limit")
+
+// rest returns the whole body for a retry: it waits, within ctx, until the
+// base is done with the first attempt's body, then reads what the base
+// did not, up to the limit, each Read within ctx. It fails for a body
+// longer than the limit, or one that could not be read.
+func (t *teeBody) rest(ctx context.Context) (chunks, error) {
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if !t.take(ctx) { // a Read of the base's may still be under way
+		return nil, ctx.Err()
+	}
+	if err := t.fill(ctx, false); err != nil {
+		return nil, err
+	}
+	defer func() { <-t.reading }()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {

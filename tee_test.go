@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -122,16 +125,20 @@ func TestTeeRetryAfterPartialRead(t *testing.T) {
 // A bare POST without GetBody is sent with a GetBody of retryhttp's, so
 // that net/http can resend it when the server did not process it: once the
 // base has closed the first body, GetBody gives the whole body, the part
-// the base read and the rest; before that, it fails at once instead of
-// waiting for a Close that would never come.
+// the base read and the rest; before that (a signer hashing the body), it
+// reads the body ahead, and the base's own reads still get all of it.
 func TestTeeGetBody(t *testing.T) {
 	var early error
+	var earlyBody []byte
 	var got []string
 	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		if r.GetBody == nil {
 			t.Fatal("a tee'd bare POST has no GetBody")
 		}
-		_, early = r.GetBody()
+		var eb io.ReadCloser
+		if eb, early = r.GetBody(); early == nil {
+			earlyBody, _ = io.ReadAll(eb)
+		}
 		b := make([]byte, 5)
 		io.ReadFull(r.Body, b) // a refused stream: part was sent
 		r.Body.Close()
@@ -149,8 +156,8 @@ func TestTeeGetBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if !errors.Is(early, errTeeOpen) {
-		t.Errorf("GetBody while the body is open: %v, want errTeeOpen", early)
+	if early != nil || string(earlyBody) != "hello, world" {
+		t.Errorf("GetBody while the body is open: %q, %v; want the whole body", earlyBody, early)
 	}
 	if len(got) != 2 || got[0] != "hello" || got[1] != "hello, world" {
 		t.Errorf("sent %q, then GetBody gave %q; want hello, then the whole body", got[0], got[1:])
@@ -192,4 +199,93 @@ func TestTeeGetBodyOverLimit(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason != GiveUpBody || sent != 1 {
 		t.Fatalf("%v after %d sends, want a give-up for the body after 1", err, sent)
 	}
+}
+
+// A signer below retryhttp hashes the body (GetBody) before it sends it:
+// an unkeyed POST without GetBody works as it does over a bare transport.
+func TestTeeEarlyGetBodyForSigner(t *testing.T) {
+	var hashed, sent string
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		b, err := r.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		h, _ := io.ReadAll(b)
+		s, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		hashed, sent = string(h), string(s)
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ := testTransport(base)
+	body := strings.Repeat("payload ", 10000)
+	resp, err := tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader(body)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if hashed != body || sent != body {
+		t.Errorf("signer saw %d bytes, base sent %d; want %d both", len(hashed), len(sent), len(body))
+	}
+}
+
+// A body that declares a huge length is not allocated ahead, and no limit
+// panics: WithBodyBufferLimit(math.MaxInt64) with a 512 TiB declared body
+// that sends 3 bytes.
+func TestTeeDeclaredLengthNotAllocated(t *testing.T) {
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr, _ := testTransport(base, WithBodyBufferLimit(math.MaxInt64))
+	req := newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("abc")})
+	req.ContentLength = 512 << 40
+	req.Header.Set(HeaderIdempotencyKey, "k")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	runtime.ReadMemStats(&ms)
+	if grown := ms.TotalAlloc - before; grown > 1<<20 {
+		t.Errorf("%d bytes allocated for a 3-byte body declaring 512 TiB", grown)
+	}
+}
+
+// When the base closes the body early, the retry reads the rest of the
+// caller's body within the request's context: a body that stalls does not
+// hold RoundTrip past its deadline.
+func TestTeeRestHonoursContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		stop := make(chan struct{})
+		go func() {
+			pw.Write([]byte("he"))
+			<-stop // stalls
+			pw.Close()
+		}()
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			b := make([]byte, 2)
+			io.ReadFull(r.Body, b)
+			r.Body.Close() // early: the rest is the retry's to read
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		tr, _ := testTransport(base)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req := newRequest(t, "PUT", "http://h/", pr).WithContext(ctx)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Errorf("RoundTrip returned after %v, past its 200ms deadline", d)
+		}
+		close(stop)
+		pr.Close()
+	})
 }
