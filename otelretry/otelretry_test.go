@@ -221,6 +221,7 @@ func TestSpansGiveUpBodyAndCircuit(t *testing.T) {
 	rt = New(retrytest.NewScriptTransport(steps(503, 503, 503)...), Config{TracerProvider: tp},
 		retryhttp.WithMaxAttempts(1), retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true, Threshold: 3}))
 	for range 4 {
+		time.Sleep(5 * time.Millisecond) // failures over time open the breaker, not in one instant
 		req, _ := http.NewRequest("GET", "http://api.test/", nil)
 		if resp, err := rt.RoundTrip(req); err == nil {
 			resp.Body.Close()

@@ -131,7 +131,8 @@ func run(w io.Writer) error {
 	// retries. Left on (Stripe's default is 2; it retries network errors,
 	// not 5xx answers), the layers multiply: 3 × 4 = 12 attempts, were it
 	// not for retryhttp's budget, which withdraws its floor once 4 attempts
-	// in a row have failed, so that each of the SDK's retries gets one.
+	// in a row have failed: each of the SDK's retries then gets its own
+	// attempt and one probe of the held retry (2 + 2), 8 in all.
 	for _, sdkRetries := range []int64{0, 2} {
 		down := &fakeStripe{loseAll: true, intents: map[string]string{}}
 		srv := httptest.NewServer(down)
