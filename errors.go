@@ -18,7 +18,7 @@ import (
 type GiveUpReason string
 
 // The reasons for giving up, in the order in which the retry loop checks
-// them (see decide in decide.go).
+// them (see decide in decide.go, then admission in gate.go).
 const (
 	GiveUpUnsafeMethod GiveUpReason = "unsafe_method" // a non-idempotent request without a key reached the server
 	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, or GetBody failed
@@ -27,7 +27,7 @@ const (
 	GiveUpDeadline     GiveUpReason = "deadline"      // the wait would end past the context deadline
 	GiveUpMaxElapsed   GiveUpReason = "max_elapsed"   // the wait would end past WithMaxElapsed
 	GiveUpBudget       GiveUpReason = "budget"        // the host's retry budget is spent
-	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held by the breaker until its time ran out
+	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held until its limit, and the host failed since
 	GiveUpCircuitOpen  GiveUpReason = "circuit_open"  // BreakerConfig.FailFast: the host's breaker is open
 )
 
@@ -127,12 +127,12 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) Temporary() bool      { return true }
 
-// RetryEvent describes a retry about to be made, for WithOnRetry.
+// RetryEvent describes a retry about to be sent, for WithOnRetry.
 type RetryEvent struct {
 	Request     *http.Request // the caller's request: read it, do not keep or modify it
 	Attempt     int           // the attempt that failed, 1 for the first
 	MaxAttempts int
-	Delay       time.Duration // the wait before the next attempt
+	Delay       time.Duration // the wait it had before it is sent: its backoff, or what a hold took
 	Outcome     string        // what the attempt ended with: the status code ("503") or the error class ("reset", "timeout", ...)
 	StatusCode  int           // the failed attempt's status, 0 if it ended in an error
 	Err         error         // the failed attempt's error, nil if it had a response

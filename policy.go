@@ -304,8 +304,8 @@ func WithBudget(b *Budget) Option {
 	}, name: "WithBudget"}
 }
 
-// WithLogger makes the Transport log one record per scheduled retry (at
-// Info) and one per give-up (at Warn), with the method, host, path without
+// WithLogger makes the Transport log one record per retry sent (at Info)
+// and one per give-up (at Warn), with the method, host, path without
 // query, attempt, maximum attempts, delay and reason. Header values and
 // query strings are never logged. The default logs nothing.
 func WithLogger(l *slog.Logger) Option {
@@ -315,10 +315,12 @@ func WithLogger(l *slog.Logger) Option {
 	}, name: "WithLogger"}
 }
 
-// WithOnRetry sets a function called before each wait for a retry, on the
-// goroutine of RoundTrip, so that tracing or a custom counter can be
-// attached without a dependency. It must not keep or modify ev.Request and
-// must return quickly. The default is none.
+// WithOnRetry sets a function called as each retry is sent, after its
+// wait (ev.Delay is the wait it had, a hold included), on the goroutine of
+// RoundTrip, so that tracing or a custom counter can be attached without a
+// dependency. A retry that admission refuses, or that gives up while held,
+// is not passed to it. It must not keep or modify ev.Request and must
+// return quickly. The default is none.
 func WithOnRetry(f func(ev RetryEvent)) Option {
 	return Option{apply: func(c *config) error {
 		c.onRetry = f
