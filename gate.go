@@ -22,7 +22,7 @@ type gate struct {
 	breaker *BreakerConfig // resolved; nil: no breaker
 	hedge   *HedgeConfig   // nil: no hedging
 	hosts   hostMap[hostState]
-	tickets atomic.Uint64 // names probes, so that a late answer ends only its own
+	tickets atomic.Uint64 // names probes, so that a late answer ends only its own; its count is the probes sent
 }
 
 // hostState is one host's admission state. score, open and held are read

@@ -66,15 +66,16 @@ func TestSimulator(t *testing.T) {
 
 // simulation is one drawn run.
 type simulation struct {
-	seed     uint64
-	opts     []Option
-	desc     []string
-	failFast bool
-	maxAtt   int
-	hedge    int // extra copies allowed
-	perAtt   time.Duration
-	callers  []simCaller
-	faults   simFaults
+	seed          uint64
+	opts          []Option
+	desc          []string
+	failFast      bool
+	budgetDefault bool
+	maxAtt        int
+	hedge         int // extra copies allowed
+	perAtt        time.Duration
+	callers       []simCaller
+	faults        simFaults
 }
 
 type simCaller struct {
@@ -129,6 +130,7 @@ func drawSim(seed uint64) *simulation {
 		ratio, floor := r.Float64()*0.5, float64(r.IntN(20))
 		add(WithBudget(NewBudget(ratio, floor)), fmt.Sprintf("budget=%.2f/%v", ratio, floor))
 	default:
+		s.budgetDefault = true
 		s.desc = append(s.desc, "budget=default")
 	}
 	switch r.IntN(5) {
@@ -164,9 +166,13 @@ func drawSim(seed uint64) *simulation {
 
 func (s *simulation) drawFaults(r *rand.Rand) {
 	f := &s.faults
-	for range r.IntN(3) {
-		start := time.Duration(r.IntN(3000)) * time.Millisecond
-		f.outages = append(f.outages, [2]time.Duration{start, start + time.Duration(r.IntN(3000))*time.Millisecond})
+	if r.IntN(6) == 0 {
+		f.outages = [][2]time.Duration{{0, 24 * time.Hour}} // a host that never answers
+	} else {
+		for range r.IntN(3) {
+			start := time.Duration(r.IntN(3000)) * time.Millisecond
+			f.outages = append(f.outages, [2]time.Duration{start, start + time.Duration(r.IntN(3000))*time.Millisecond})
+		}
 	}
 	if r.IntN(3) == 0 {
 		f.latency = time.Duration(r.IntN(30)) * time.Millisecond
@@ -358,7 +364,7 @@ func (s *simulation) run(t *testing.T) []string {
 	}
 	wg.Wait()
 	synctest.Wait()
-	return s.check(b, m, gu, outcomes)
+	return s.check(tr, b, m, gu, outcomes)
 }
 
 func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.Time) (o simOutcome) {
@@ -403,7 +409,7 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 }
 
 // check tests the invariants of one run.
-func (s *simulation) check(b *simBase, m *Metrics, gu *giveUps, outcomes []simOutcome) (errs []string) {
+func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, outcomes []simOutcome) (errs []string) {
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	for i, c := range s.callers {
 		o, sent := outcomes[i], b.sent[c.id]
@@ -468,7 +474,23 @@ func (s *simulation) check(b *simBase, m *Metrics, gu *giveUps, outcomes []simOu
 		fail("attempts_total %v != requests %v - refused %d + retries %v + hedges %v", attempts, requests, refused, retries, hedges)
 	}
 	s.checkRecovery(b, gu, fail)
+	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	return errs
+}
+
+// checkAlwaysFailing bounds what a host that never answers gets: the
+// first attempts, a tenth more (the budget's ratio), the probes, and the
+// floor of one window (100 retries), lent until the host counts as
+// failing.
+func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float64, fail func(string, ...any)) {
+	if !s.faults.outageOnly || !s.budgetDefault || s.hedge > 0 || len(s.faults.outages) != 1 ||
+		s.faults.outages[0][0] != 0 || s.faults.outages[0][1] < time.Hour {
+		return
+	}
+	probes := float64(tr.c.gate.tickets.Load())
+	if limit := 1.1*requests + probes + 100; attempts > limit {
+		fail("always failing: %v attempts for %v requests and %v probes, want at most %v", attempts, requests, probes, limit)
+	}
 }
 
 // checkRecovery checks the one that matters most: once the host has been
