@@ -79,8 +79,8 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		k.header.Set(HeaderIdempotencyKey, c.keyGen())
 		k.keyed = true
 	}
+	k.replayable = k.keyed || idempotentMethod(method) || (c.declaredSafe != nil && c.declaredSafe(req))
 	k.detectLayered()
-	k.replayable = k.keyed || idempotentMethod(method)
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
 		// *http.Transport and http, a dial error says so (it sends a

@@ -5,7 +5,10 @@
 package retryhttp
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/google/uuid"
@@ -79,6 +82,76 @@ func (s methodSet) has(method string) bool {
 	for _, m := range s {
 		if m == method {
 			return true
+		}
+	}
+	return false
+}
+
+// Idempotent returns a context whose requests are declared safe to repeat,
+// whatever their method: they are retried like a GET, and no key is added.
+// Declare it for requests that only read, or whose effect the server makes
+// once, over a method that RFC 9110 does not call idempotent: DynamoDB's
+// GetItem and Query, Elasticsearch's _search, a GraphQL query, a chat
+// completion. It is WithRequestOptions(ctx, WithIdempotentIf(always)), and
+// costs a request nothing more than one context lookup.
+func Idempotent(ctx context.Context) context.Context {
+	return WithRequestOptions(ctx, Option{apply: func(c *config) error {
+		c.declaredSafe = alwaysSafe
+		return nil
+	}, name: "Idempotent", perRequest: true})
+}
+
+func alwaysSafe(*http.Request) bool { return true }
+
+// WithIdempotentIf declares which requests are safe to repeat, whatever
+// their method (as Idempotent does for one request): safe is called once
+// per request that is not already retried by its method or a key, before
+// its first attempt, on the goroutine of RoundTrip; it must not read the
+// body. The default declares none. It may be given for one request
+// (WithRequestOptions).
+func WithIdempotentIf(safe func(*http.Request) bool) Option {
+	return Option{apply: func(c *config) error {
+		if safe == nil {
+			return optErr("WithIdempotentIf(nil)", "a function is required")
+		}
+		c.declaredSafe = safe
+		return nil
+	}, name: "WithIdempotentIf", perRequest: true}
+}
+
+// safeRoutes matches requests against "METHOD pattern" entries, such as
+// "POST /*/_search" (path.Match patterns on the URL path).
+type safeRoutes []safeRoute
+
+type safeRoute struct{ method, pattern string }
+
+// parseSafeRoutes parses "METHOD pattern" entries.
+func parseSafeRoutes(entries []string) (safeRoutes, error) {
+	var rs safeRoutes
+	for _, e := range entries {
+		method, pattern, ok := strings.Cut(strings.TrimSpace(e), " ")
+		pattern = strings.TrimSpace(pattern)
+		if !ok || !validHeaderName(method) || !strings.HasPrefix(pattern, "/") {
+			return nil, fmt.Errorf("%q is not \"METHOD /path/pattern\"", e)
+		}
+		if _, err := path.Match(pattern, "/"); err != nil {
+			return nil, fmt.Errorf("%q: %v", e, err)
+		}
+		rs = append(rs, safeRoute{strings.ToUpper(method), pattern})
+	}
+	return rs, nil
+}
+
+func (rs safeRoutes) match(r *http.Request) bool {
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	for _, x := range rs {
+		if x.method == method {
+			if ok, _ := path.Match(x.pattern, r.URL.Path); ok {
+				return true
+			}
 		}
 	}
 	return false

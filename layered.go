@@ -90,10 +90,17 @@ func (k *call) layered(source int) {
 	c := k.c
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {
+		advice := layerAdvice[source]
+		if !k.replayable && source != layerRetryhttp {
+			// Turning the layer above off would leave this request with
+			// no retry at all: say how to declare it first.
+			advice = advice + "; but this " + k.req.Method + " is one retryhttp does not retry (not idempotent, no key): if such requests are safe to repeat, " +
+				"declare them first (retryhttp.Idempotent(ctx), WithIdempotentIf, or a policy's idempotent_requests), or nothing will retry them"
+		}
 		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: a layer above retries too",
 			slog.String("source", layerLabels[source]),
 			slog.String("host", k.req.URL.Host),
-			slog.String("advice", layerAdvice[source]))
+			slog.String("advice", advice))
 	}
 }
 

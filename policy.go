@@ -63,6 +63,7 @@ type config struct {
 	maxRetryAfter     time.Duration
 	bodyLimit         int64
 	keyMethods        methodSet
+	declaredSafe      func(*http.Request) bool // WithIdempotentIf, Idempotent
 	keyGen            func() string
 	budget            *Budget        // WithBudget
 	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled
@@ -266,6 +267,15 @@ func WithBodyBufferLimit(n int64) Option {
 // of RoundTrip and sent on every attempt, so the server can recognise a
 // retry; a key the caller set is never replaced. Keys come from NewUUIDKey
 // unless WithKeyGenerator says otherwise. The default injects no keys.
+//
+// A key makes such a request retried, so it is safe only if the server
+// deduplicates keys: it must remember each key and answer a repeat with
+// the first answer instead of acting twice. Stripe, Adyen, PayPal, Square
+// and Checkout.com do, for the endpoints they document; most APIs ignore
+// the header, and for them a key only turns a retry into a duplicate.
+// For requests that are safe to repeat anyway (reads over POST), declare
+// them with Idempotent or WithIdempotentIf instead. It may be given for
+// one request (WithRequestOptions).
 func WithIdempotencyKeys(methods ...string) Option {
 	return Option{apply: func(c *config) error {
 		if len(methods) == 0 {
@@ -278,7 +288,7 @@ func WithIdempotencyKeys(methods ...string) Option {
 		}
 		c.keyMethods = append(methodSet(nil), methods...)
 		return nil
-	}, name: "WithIdempotencyKeys"}
+	}, name: "WithIdempotencyKeys", perRequest: true}
 }
 
 // WithKeyGenerator sets the function that makes idempotency keys for

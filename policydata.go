@@ -50,6 +50,10 @@ type Policy struct {
 	Budget             *BudgetSpec  `json:"budget,omitempty"`              // WithBudget
 	Breaker            *BreakerSpec `json:"breaker,omitempty"`             // WithRetryBreaker
 	IdempotencyKeys    []string     `json:"idempotency_keys,omitempty"`    // WithIdempotencyKeys: the methods
+	// IdempotentRequests declares requests safe to repeat whatever their
+	// method (WithIdempotentIf), as "METHOD pattern" entries matched with
+	// path.Match against the URL path: ["POST /*/_search"].
+	IdempotentRequests []string `json:"idempotent_requests,omitempty"`
 }
 
 // BudgetSpec is a Budget written as data: NewBudget(MaxRetryRatio,
@@ -146,6 +150,13 @@ func (p Policy) Options() ([]Option, error) {
 		if o.apply != nil {
 			opts = append(opts, o)
 		}
+	}
+	if len(p.IdempotentRequests) > 0 {
+		rs, err := parseSafeRoutes(p.IdempotentRequests)
+		if err != nil {
+			return nil, fieldErr("idempotent_requests", "%v", err)
+		}
+		opts = append(opts, WithIdempotentIf(rs.match))
 	}
 	if len(p.IdempotencyKeys) > 0 {
 		for _, m := range p.IdempotencyKeys {

@@ -18,8 +18,8 @@ type requestOptions struct{ opts []Option }
 // made with it: they apply on top of the Transport's own options, for
 // those requests only. Only the per-request subset is accepted:
 // WithMaxAttempts, WithBackoff, WithRetryableStatuses,
-// WithPerAttemptTimeout, WithMaxRetryAfter, WithMaxElapsed and
-// WithRetryIf. Like New, it panics, naming the option, if an option is
+// WithPerAttemptTimeout, WithMaxRetryAfter, WithMaxElapsed, WithRetryIf,
+// WithIdempotencyKeys and WithIdempotentIf. Like New, it panics, naming the option, if an option is
 // invalid or is not one of those. A request without them costs nothing
 // more than one context lookup.
 func WithRequestOptions(ctx context.Context, opts ...Option) context.Context {

@@ -83,6 +83,7 @@ type simCaller struct {
 	host        string
 	method      string
 	keyed       bool
+	declared    bool // Idempotent(ctx)
 	at          time.Duration // start
 	deadline    time.Duration // 0: none
 	noRetry     bool
@@ -193,11 +194,13 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 	for i := range n {
 		c := simCaller{id: strconv.Itoa(i), host: "h" + strconv.Itoa(r.IntN(hosts)), method: "GET",
 			at: time.Duration(r.IntN(4000)) * time.Millisecond}
-		switch r.IntN(8) {
+		switch r.IntN(10) {
 		case 0:
 			c.method = "POST"
 		case 1:
 			c.method, c.keyed = "POST", true
+		case 2:
+			c.method, c.declared = "POST", true
 		}
 		if r.IntN(3) == 0 {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
@@ -378,6 +381,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	if c.noRetry {
 		ctx = NoRetry(ctx)
 	}
+	if c.declared {
+		ctx = Idempotent(ctx)
+	}
 	if c.maxAttempts > 0 {
 		ctx = WithRequestOptions(ctx, WithMaxAttempts(c.maxAttempts))
 	}
@@ -434,7 +440,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		if len(sent) > limit {
 			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
 		}
-		if c.method == "POST" && !c.keyed && len(sent) > 1 {
+		if c.method == "POST" && !c.keyed && !c.declared && len(sent) > 1 {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
 		}
 		at := c.at

@@ -1,0 +1,124 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+// A POST declared safe is retried like a GET, and no key is added.
+func TestIdempotentDeclaredPOSTRetried(t *testing.T) {
+	base := retrytest.NewScriptTransport(steps(503)...)
+	tr, _ := testTransport(base)
+	req := newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)).WithContext(Idempotent(context.Background()))
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v; want 200 after a retry", resp, err)
+	}
+	resp.Body.Close()
+	at := base.Attempts()
+	if len(at) != 2 || at[1].Header.Get(HeaderIdempotencyKey) != "" || at[1].BodyLength != 7 {
+		t.Errorf("%d attempts (%+v); want 2, the body replayed, no key added", len(at), at)
+	}
+	// The same POST without the declaration is sent once.
+	base = retrytest.NewScriptTransport(steps(503)...)
+	tr, _ = testTransport(base)
+	resp, _ = tr.RoundTrip(newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)))
+	resp.Body.Close()
+	if base.Count() != 1 {
+		t.Errorf("an undeclared POST was sent %d times", base.Count())
+	}
+}
+
+// WithIdempotentIf declares requests by what they are: DynamoDB's reads,
+// told by X-Amz-Target, and not its writes.
+func TestIdempotentIfByTarget(t *testing.T) {
+	reads := func(r *http.Request) bool {
+		op := r.Header.Get("X-Amz-Target")
+		return strings.HasSuffix(op, ".GetItem") || strings.HasSuffix(op, ".Query")
+	}
+	for _, tt := range []struct {
+		target string
+		want   int
+	}{{"DynamoDB_20120810.GetItem", 2}, {"DynamoDB_20120810.Query", 2}, {"DynamoDB_20120810.PutItem", 1}} {
+		base := retrytest.NewScriptTransport(steps(503)...)
+		tr, _ := testTransport(base, WithIdempotentIf(reads))
+		req := newRequest(t, "POST", "http://h/", strings.NewReader("{}"))
+		req.Header.Set("X-Amz-Target", tt.target)
+		resp, _ := tr.RoundTrip(req)
+		resp.Body.Close()
+		if base.Count() != tt.want {
+			t.Errorf("%s: %d attempts, want %d", tt.target, base.Count(), tt.want)
+		}
+	}
+}
+
+// A policy lists its safe requests as "METHOD pattern" entries.
+func TestPolicyIdempotentRequests(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"idempotent_requests": ["POST /*/_search", "post /graphql"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := p.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path string
+		want int
+	}{{"/logs/_search", 2}, {"/graphql", 2}, {"/logs/_doc", 1}, {"/a/b/_search", 1}} {
+		base := retrytest.NewScriptTransport(steps(503)...)
+		tr, _ := testTransport(base, opts...)
+		resp, _ := tr.RoundTrip(newRequest(t, "POST", "http://h"+tt.path, strings.NewReader("{}")))
+		resp.Body.Close()
+		if base.Count() != tt.want {
+			t.Errorf("POST %s: %d attempts, want %d", tt.path, base.Count(), tt.want)
+		}
+	}
+	for _, bad := range []string{`["POST"]`, `["POST _search"]`, `["POST /[x"]`, `["PO ST /x"]`} {
+		_, err := ParsePolicy([]byte(`{"idempotent_requests": ` + bad + `}`))
+		if err == nil {
+			p, _ := ParsePolicy([]byte(`{"idempotent_requests": ` + bad + `}`))
+			_, err = p.Options()
+		}
+		if err == nil || !strings.Contains(err.Error(), "idempotent_requests") {
+			t.Errorf("idempotent_requests %s: %v, want an error naming the field", bad, err)
+		}
+	}
+}
+
+// WithIdempotencyKeys may be given for one request.
+func TestIdempotencyKeysPerRequest(t *testing.T) {
+	base := retrytest.NewScriptTransport(steps(503)...)
+	tr, _ := testTransport(base)
+	ctx := WithRequestOptions(context.Background(), WithIdempotencyKeys())
+	resp, err := tr.RoundTrip(newRequest(t, "POST", "http://h/pay", strings.NewReader("x")).WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	at := base.Attempts()
+	if len(at) != 2 || at[0].Header.Get(HeaderIdempotencyKey) == "" || at[0].Header.Get(HeaderIdempotencyKey) != at[1].Header.Get(HeaderIdempotencyKey) {
+		t.Errorf("%d attempts; want 2 with one injected key", len(at))
+	}
+}
+
+// The layered-retry advice never tells the user to turn an SDK's retries
+// off for a request that retryhttp would then not retry: it names the way
+// to declare it.
+func TestLayeredAdviceForUnretriedPOST(t *testing.T) {
+	var logs bytes.Buffer
+	tr, _ := testTransport(retrytest.NewScriptTransport(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	req := newRequest(t, "POST", "http://dynamodb.test/", strings.NewReader("{}"))
+	req.Header.Set("Amz-Sdk-Request", "attempt=2; max=3")
+	resp, _ := tr.RoundTrip(req)
+	resp.Body.Close()
+	if !strings.Contains(logs.String(), "Idempotent(ctx)") {
+		t.Errorf("advice for an unretried POST does not say how to declare it: %s", logs.String())
+	}
+}
