@@ -83,7 +83,7 @@ type simCaller struct {
 	host        string
 	method      string
 	keyed       bool
-	declared    bool // Idempotent(ctx)
+	declared    bool          // Idempotent(ctx)
 	at          time.Duration // start
 	deadline    time.Duration // 0: none
 	noRetry     bool
