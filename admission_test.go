@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"runtime"
@@ -494,4 +495,69 @@ func TestLowTrafficBlipSaved(t *testing.T) {
 			t.Errorf("%d of %d requests started in the outage succeeded, want at least 80%%", ok.Load(), started.Load())
 		}
 	})
+}
+
+// A breaker's transitions are visible: OnStateChange with the host, the
+// state and the score; the open-hosts gauge and the transitions counter;
+// a Warn record when it opens and an Info when it closes, with the name.
+func TestBreakerVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail atomic.Bool
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			code := 200
+			if fail.Load() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		var events []BreakerEvent
+		var logs strings.Builder
+		m := NewMetrics()
+		tr := New(base, WithName("users"), WithMetrics(m), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			WithRetryBreaker(BreakerConfig{OnStateChange: func(ev BreakerEvent) { events = append(events, ev) }}))
+		openBreaker(t, tr, &fail)
+		if g := gauge(t, m, "retryhttp_breaker_open_hosts"); g != 1 {
+			t.Errorf("open hosts = %v while open, want 1", g)
+		}
+		fail.Store(false)
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://H:80/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := []BreakerEvent{{"h", BreakerOpen, 10}, {"h", BreakerClosed, 0}}
+		if fmt.Sprint(events) != fmt.Sprint(want) {
+			t.Errorf("events %v, want %v", events, want)
+		}
+		if g := gauge(t, m, "retryhttp_breaker_open_hosts"); g != 0 {
+			t.Errorf("open hosts = %v once closed, want 0", g)
+		}
+		if n := sumCounter(t, m, "retryhttp_breaker_transitions_total"); n != 2 {
+			t.Errorf("transitions_total = %v, want 2", n)
+		}
+		for _, want := range []string{"level=WARN msg=\"retryhttp: breaker open\" name=users host=h score=10",
+			"level=INFO msg=\"retryhttp: breaker closed\" name=users host=h"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("logs lack %q:\n%s", want, logs.String())
+			}
+		}
+	})
+}
+
+func gauge(t *testing.T, m *Metrics, name string) float64 {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, mt := range mf.GetMetric() {
+				sum += mt.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }

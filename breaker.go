@@ -59,6 +59,32 @@ type BreakerConfig struct {
 	// One request at a time goes out as the probe, at ProbeBackoff or as
 	// every sixth request that would be refused, whichever comes first.
 	FailFast bool
+	// OnStateChange, if set, is called when a host's breaker opens or
+	// closes, on the goroutine of the RoundTrip whose attempt changed it,
+	// after the change; calls for one host come in order, never at once,
+	// and hold up nothing but that host's next transition. It must
+	// return quickly. Metrics count the same transitions
+	// (retryhttp_breaker_transitions_total, retryhttp_breaker_open_hosts),
+	// and a logger gets one Warn record when a breaker opens and one Info
+	// when it closes.
+	OnStateChange func(BreakerEvent)
+}
+
+// BreakerState is a host's breaker state.
+type BreakerState string
+
+// The states of a host's breaker.
+const (
+	BreakerOpen   BreakerState = "open"   // retries to the host are held (FailFast: first attempts refused)
+	BreakerClosed BreakerState = "closed" // the host answered: retries go as their waits end
+)
+
+// BreakerEvent is a host's breaker changing state, for
+// BreakerConfig.OnStateChange.
+type BreakerEvent struct {
+	Host  string       // the host, in its canonical form (lower case, no default port)
+	State BreakerState // the state entered
+	Score int          // the host's health score when it changed (open: the threshold; closed: 0)
 }
 
 // maxThreshold bounds BreakerConfig.Threshold: the score is an int32, and

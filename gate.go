@@ -10,6 +10,7 @@ package retryhttp
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,9 +37,14 @@ type hostState struct {
 	seq   atomic.Uint64
 	bh    *hostEntry[hostBudget] // the budget's counts for this host, nil without one
 	lat   *latencies             // recent latencies, with hedging only
+	host  string                 // the canonical host, for breaker events
 
 	mu sync.Mutex
 	cb circuit
+	// evMu orders the reports of this host's breaker transitions: taken
+	// before mu is let go, held while they are reported, so that they
+	// come in order and never at once, without mu held.
+	evMu sync.Mutex
 }
 
 // ticket is one request's admission state.
@@ -67,6 +73,7 @@ const (
 func newGate(budget *Budget, breaker *BreakerConfig, hedge *HedgeConfig) *gate {
 	g := &gate{budget: budget, breaker: breaker, hedge: hedge}
 	g.hosts.init = func(key string, h *hostState) {
+		h.host = key
 		if g.budget != nil {
 			h.bh = g.budget.hosts.entry(key, nil, 0)
 		}
@@ -197,6 +204,7 @@ func (g *gate) record(k *call, r *result) {
 		hs.scoreAnswer()
 		if g.breaker != nil && (hs.open.Load() || hs.held.Load() > 0 || probe != 0) {
 			hs.mu.Lock()
+			closed := hs.cb.open
 			if hs.cb.open || len(hs.cb.held) > 0 {
 				if hs.cb.open {
 					hs.score.Store(0)
@@ -208,7 +216,7 @@ func (g *gate) record(k *call, r *result) {
 			} else {
 				hs.cb.probeEnded(probe, time.Now())
 			}
-			hs.mu.Unlock()
+			g.report(k, closed, BreakerEvent{Host: hs.host, State: BreakerClosed})
 		}
 	case r.retryable:
 		now := time.Now()
@@ -219,20 +227,53 @@ func (g *gate) record(k *call, r *result) {
 		trip := !hs.open.Load() && s >= int32(g.breaker.Threshold) && hs.lasted(now)
 		if trip || hs.open.Load() || hs.held.Load() > 0 || probe != 0 {
 			hs.mu.Lock()
-			if trip {
+			opened := trip && !hs.cb.open
+			if opened {
 				hs.cb.trip(g.breaker, now)
 				hs.open.Store(true)
 			}
 			if hs.cb.open || len(hs.cb.held) > 0 || probe != 0 {
 				hs.cb.failed(g.breaker, now, t.seq, probe)
 			}
-			hs.mu.Unlock()
+			g.report(k, opened, BreakerEvent{Host: hs.host, State: BreakerOpen, Score: int(s)})
 		}
 	case probe != 0:
 		// The probe told nothing (the caller gave up): another may go.
 		hs.mu.Lock()
 		hs.cb.probeEnded(probe, time.Now())
 		hs.mu.Unlock()
+	}
+}
+
+// report lets go of hs.mu, which is held, and reports the transition ev
+// if it happened, in order with the host's others.
+func (g *gate) report(k *call, happened bool, ev BreakerEvent) {
+	hs := k.hs
+	if !happened {
+		hs.mu.Unlock()
+		return
+	}
+	hs.evMu.Lock()
+	hs.mu.Unlock()
+	defer hs.evMu.Unlock()
+	g.changed(k, ev)
+}
+
+// changed reports a breaker transition: metrics, a log record, the
+// user's callback; hs.mu is not held.
+func (g *gate) changed(k *call, ev BreakerEvent) {
+	c := k.c
+	c.metrics.breakerState(ev.State)
+	if c.logger != nil {
+		level, msg := slog.LevelInfo, "retryhttp: breaker closed"
+		if ev.State == BreakerOpen {
+			level, msg = slog.LevelWarn, "retryhttp: breaker open"
+		}
+		c.logger.LogAttrs(k.ctx, level, msg, slog.String("name", c.displayName()),
+			slog.String("host", ev.Host), slog.Int("score", ev.Score))
+	}
+	if f := g.breaker.OnStateChange; f != nil {
+		f(ev)
 	}
 }
 

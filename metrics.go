@@ -40,6 +40,8 @@ type Metrics struct {
 	layered  *prometheus.CounterVec
 	hedges   *prometheus.CounterVec
 	hedgeWon *prometheus.CounterVec
+	openHost *prometheus.GaugeVec
+	breakerT *prometheus.CounterVec
 
 	mu     sync.Mutex
 	byName map[string]*transportMetrics
@@ -82,6 +84,14 @@ func NewMetrics() *Metrics {
 			Name: "retryhttp_hedges_won_total",
 			Help: "Hedged copies whose answer was the one returned.",
 		}, []string{"name"}),
+		openHost: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retryhttp_breaker_open_hosts",
+			Help: "Hosts whose retry breaker is open now.",
+		}, []string{"name"}),
+		breakerT: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_breaker_transitions_total",
+			Help: "Retry breaker transitions, by the state entered (open, closed).",
+		}, []string{"name", "state"}),
 		byName: make(map[string]*transportMetrics),
 	}
 }
@@ -96,6 +106,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.layered.Describe(ch)
 	m.hedges.Describe(ch)
 	m.hedgeWon.Describe(ch)
+	m.openHost.Describe(ch)
+	m.breakerT.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -108,6 +120,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.layered.Collect(ch)
 	m.hedges.Collect(ch)
 	m.hedgeWon.Collect(ch)
+	m.openHost.Collect(ch)
+	m.breakerT.Collect(ch)
 }
 
 // WithMetrics makes the Transport record into m. The default records
@@ -143,6 +157,9 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	}
 	tm.hedges = m.hedges.WithLabelValues(name)
 	tm.hedgesWon = m.hedgeWon.WithLabelValues(name)
+	tm.openHosts = m.openHost.WithLabelValues(name)
+	tm.opened = m.breakerT.WithLabelValues(name, string(BreakerOpen))
+	tm.closed = m.breakerT.WithLabelValues(name, string(BreakerClosed))
 	for i, source := range layerLabels {
 		tm.layered[i] = m.layered.WithLabelValues(name, source)
 	}
@@ -174,6 +191,9 @@ type transportMetrics struct {
 	layered   [numLayers]prometheus.Counter
 	hedges    prometheus.Counter
 	hedgesWon prometheus.Counter
+	openHosts prometheus.Gauge
+	opened    prometheus.Counter
+	closed    prometheus.Counter
 	backoff   prometheus.Observer
 	attempts  labelCache
 	retries   labelCache
@@ -208,6 +228,19 @@ func (tm *transportMetrics) hedgeWon() {
 	if tm != nil {
 		tm.hedgesWon.Inc()
 	}
+}
+
+func (tm *transportMetrics) breakerState(s BreakerState) {
+	if tm == nil {
+		return
+	}
+	if s == BreakerOpen {
+		tm.opened.Inc()
+		tm.openHosts.Inc()
+		return
+	}
+	tm.closed.Inc()
+	tm.openHosts.Dec()
 }
 
 func (tm *transportMetrics) layeredRetry(source int) {

@@ -338,6 +338,14 @@ func WithOnRetry(f func(ev RetryEvent)) Option {
 	}, name: "WithOnRetry"}
 }
 
+// displayName is the Transport's name in logs and metrics.
+func (c *config) displayName() string {
+	if c.name == "" {
+		return defaultName
+	}
+	return c.name
+}
+
 // WithName names the Transport in metrics (the "name" label), so that
 // several Transports sharing one Metrics can be told apart. The default is
 // "default".

@@ -76,6 +76,37 @@ type simulation struct {
 	perAtt        time.Duration
 	callers       []simCaller
 	faults        simFaults
+
+	mu     sync.Mutex
+	events []BreakerEvent
+}
+
+func (s *simulation) event(ev BreakerEvent) {
+	s.mu.Lock()
+	s.events = append(s.events, ev)
+	s.mu.Unlock()
+}
+
+// checkEvents checks that each host's breaker events alternate, open
+// first, and that the open-hosts gauge counts the hosts left open.
+func (s *simulation) checkEvents(m *Metrics, fail func(string, ...any)) {
+	last := map[string]BreakerState{}
+	for _, ev := range s.events {
+		prev, ok := last[ev.Host]
+		if (!ok && ev.State != BreakerOpen) || (ok && prev == ev.State) {
+			fail("host %s: breaker %s after %q", ev.Host, ev.State, prev)
+		}
+		last[ev.Host] = ev.State
+	}
+	open := 0
+	for _, st := range last {
+		if st == BreakerOpen {
+			open++
+		}
+	}
+	if g := gauge(nil, m, "retryhttp_breaker_open_hosts"); int(g) != open {
+		fail("retryhttp_breaker_open_hosts = %v, but %d hosts were left open by their events", g, open)
+	}
 }
 
 type simCaller struct {
@@ -139,12 +170,12 @@ func drawSim(seed uint64) *simulation {
 		add(WithRetryBreaker(BreakerConfig{Disabled: true}), "breaker=off")
 	case 1:
 		s.failFast = true
-		add(WithRetryBreaker(BreakerConfig{FailFast: true}), "breaker=failfast")
+		add(WithRetryBreaker(BreakerConfig{FailFast: true, OnStateChange: s.event}), "breaker=failfast")
 	case 2:
 		th := 1 + r.IntN(20)
-		add(WithRetryBreaker(BreakerConfig{Threshold: th}), fmt.Sprintf("breaker=threshold%d", th))
+		add(WithRetryBreaker(BreakerConfig{Threshold: th, OnStateChange: s.event}), fmt.Sprintf("breaker=threshold%d", th))
 	default:
-		s.desc = append(s.desc, "breaker=default")
+		add(WithRetryBreaker(BreakerConfig{OnStateChange: s.event}), "breaker=default")
 	}
 	if r.IntN(4) == 0 {
 		s.hedge = 1 + r.IntN(2)
@@ -480,6 +511,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		fail("attempts_total %v != requests %v - refused %d + retries %v + hedges %v", attempts, requests, refused, retries, hedges)
 	}
 	s.checkRecovery(b, gu, fail)
+	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	return errs
 }
