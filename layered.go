@@ -98,6 +98,7 @@ func (k *call) layered(source int) {
 				"declare them first (retryhttp.Idempotent(ctx), WithIdempotentIf, or a policy's idempotent_requests), or nothing will retry them"
 		}
 		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: a layer above retries too",
+			slog.String("name", c.displayName()),
 			slog.String("source", layerLabels[source]),
 			slog.String("host", k.req.URL.Host),
 			slog.String("advice", advice))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -151,12 +152,14 @@ func TestMetricsSharedByNamedTransports(t *testing.T) {
 	}
 }
 
-func TestLogRecordsNeverCarrySecrets(t *testing.T) {
+func TestLogRecordsNeverCarrySecrets(t *testing.T) { synctest.Test(t, testLogRecords) }
+
+func testLogRecords(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503)...)
 	tr, _ := testTransport(base, WithLogger(logger), WithBackoff(Constant(time.Second)))
-	req := newRequest(t, "GET", "http://user:pw@api.example.test/v1/orders?token=hunter2", nil)
+	req := newRequest(t, "GET", "http://user:pw@api.example.test/services/T0/B0/webhooksecret?token=hunter2", nil)
 	req.Header.Set("Authorization", "Bearer s3cr3t")
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
@@ -164,7 +167,7 @@ func TestLogRecordsNeverCarrySecrets(t *testing.T) {
 	}
 	resp.Body.Close()
 	out := buf.String()
-	for _, secret := range []string{"hunter2", "token", "s3cr3t", "Bearer", "pw@"} {
+	for _, secret := range []string{"hunter2", "token", "s3cr3t", "Bearer", "pw@", "webhooksecret", "/services"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("log contains %q:\n%s", secret, out)
 		}
@@ -185,8 +188,8 @@ func TestLogRecordsNeverCarrySecrets(t *testing.T) {
 		if i == 3 {
 			level = "WARN"
 		}
-		if rec["level"] != level || rec["method"] != "GET" || rec["host"] != "api.example.test" ||
-			rec["path"] != "/v1/orders" || rec["attempt"] != float64(i+1) || rec["max_attempts"] != float64(4) ||
+		if rec["level"] != level || rec["name"] != "default" || rec["method"] != "GET" || rec["host"] != "api.example.test" ||
+			rec["path"] != nil || rec["route"] != nil || rec["attempt"] != float64(i+1) || rec["max_attempts"] != float64(4) ||
 			rec["outcome"] != reason {
 			t.Errorf("record %d = %v", i+1, rec)
 		}
@@ -196,6 +199,22 @@ func TestLogRecordsNeverCarrySecrets(t *testing.T) {
 	}
 	if recs[3]["reason"] != string(GiveUpAttempts) || recs[3]["outcome"] != "503" {
 		t.Errorf("give-up record = %v, want reason=attempts, outcome=503", recs[3])
+	}
+}
+
+// WithLogRoute adds what the user chooses, and WithName names the records.
+func TestLogRoute(t *testing.T) {
+	var buf bytes.Buffer
+	tr, _ := testTransport(retrytest.NewScriptTransport(steps(503)...), WithName("users"),
+		WithLogger(slog.New(slog.NewTextHandler(&buf, nil))),
+		WithLogRoute(func(r *http.Request) string { return "/users/{id}" }))
+	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/users/42", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if out := buf.String(); !strings.Contains(out, "name=users method=GET host=h route=/users/{id}") || strings.Contains(out, "/users/42") {
+		t.Errorf("log = %s; want the name and the route, not the path", out)
 	}
 }
 

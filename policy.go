@@ -73,6 +73,7 @@ type config struct {
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
+	logRoute          func(*http.Request) string // WithLogRoute
 	onRetry           func(RetryEvent)
 	name              string
 	attemptHeader     string
@@ -315,14 +316,33 @@ func WithBudget(b *Budget) Option {
 }
 
 // WithLogger makes the Transport log one record per retry sent (at Info)
-// and one per give-up (at Warn), with the method, host, path without
-// query, attempt, maximum attempts, delay and reason. Header values and
-// query strings are never logged. The default logs nothing.
+// and one per give-up (at Warn), with the Transport's name (WithName),
+// method, host, attempt, maximum attempts, delay, outcome and reason; a
+// Warn when a host's breaker opens and an Info when it closes; and one
+// Warn per layer above that retries too. Header values, URL paths (where
+// some APIs put secrets: a Slack webhook's token, a Telegram bot's key)
+// and query strings are never logged; WithLogRoute adds what you choose.
+// The default logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return Option{apply: func(c *config) error {
 		c.logger = l
 		return nil
 	}, name: "WithLogger"}
+}
+
+// WithLogRoute adds a "route" attribute to the log records of a request:
+// what route returns for it, such as the route template that served it
+// ("/users/{id}"), or its path if the paths of this dependency carry no
+// secrets. It is called only when a record is written. The default logs
+// no route.
+func WithLogRoute(route func(*http.Request) string) Option {
+	return Option{apply: func(c *config) error {
+		if route == nil {
+			return optErr("WithLogRoute(nil)", "a function is required")
+		}
+		c.logRoute = route
+		return nil
+	}, name: "WithLogRoute"}
 }
 
 // WithOnRetry sets a function called as each retry is sent, after its

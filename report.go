@@ -46,22 +46,28 @@ func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Du
 	return nil, &Error{Attempts: attempt, Reason: reason, Err: r.err}
 }
 
-// logAttrs are the attributes of a log record. They never include a header
-// value or the query string.
+// logAttrs are the attributes of a log record: the Transport's name, the
+// method, the host and, only if WithLogRoute says what, the route. They
+// never include a header value, the URL path (where some APIs put their
+// secrets: a webhook's token, a bot's key) or the query string.
 func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason GiveUpReason) []slog.Attr {
 	method := k.req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 10)
+	attrs = append(attrs,
+		slog.String("name", k.c.displayName()),
 		slog.String("method", method),
-		slog.String("host", k.req.URL.Host),
-		slog.String("path", k.req.URL.Path),
+		slog.String("host", k.req.URL.Host))
+	if k.c.logRoute != nil {
+		attrs = append(attrs, slog.String("route", k.c.logRoute(k.req)))
+	}
+	attrs = append(attrs,
 		slog.Int("attempt", attempt),
 		slog.Int("max_attempts", k.c.maxAttempts),
 		slog.Duration("delay", delay),
-		slog.String("outcome", o.String()),
-	}
+		slog.String("outcome", o.String()))
 	if reason != "" {
 		attrs = append(attrs, slog.String("reason", string(reason)))
 	}
