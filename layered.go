@@ -63,7 +63,9 @@ func (k *call) detectLayered() {
 			k.layered(layerRetryhttp)
 		}
 	}
-	if k.keyed && k.header == nil { // the caller's own key, not an injected one
+	if k.keyed && k.header == nil && k.req.Response == nil {
+		// The caller's own key, not an injected one, and not on a
+		// redirect's hop (http.Client copies the headers onto it).
 		key := h.Get(HeaderIdempotencyKey)
 		if key == "" {
 			key = h.Get(HeaderXIdempotencyKey)
@@ -105,21 +107,22 @@ func (k *call) layered(source int) {
 	}
 }
 
-// recentKeys remembers the idempotency keys seen in the last minute or so,
-// in two generations of at most maxRecentKeys each, so that memory is
-// bounded whatever the traffic.
+// recentKeys remembers the idempotency keys seen in the last minute,
+// each with the second it was seen in, in two generations of at most
+// maxRecentKeys each, so that memory is bounded whatever the traffic.
 type recentKeys struct {
 	mu        sync.Mutex
-	cur, prev map[string]struct{}
+	cur, prev map[string]int64
 	since     int64 // the second cur was started in
 }
 
 const (
 	maxRecentKeys = 4096
-	recentKeysFor = 60 // seconds a generation lasts
+	recentKeysFor = 60 // seconds a key is remembered; and a generation lasts
 )
 
-// seen records key and reports whether it was seen before.
+// seen records key in second sec and reports whether it was seen in the
+// minute before.
 func (r *recentKeys) seen(key string, sec int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -128,10 +131,12 @@ func (r *recentKeys) seen(key string, sec int64) bool {
 		if sec-r.since >= 2*recentKeysFor {
 			r.prev = nil // both generations are stale
 		}
-		r.cur, r.since = make(map[string]struct{}), sec
+		r.cur, r.since = make(map[string]int64), sec
 	}
-	_, inCur := r.cur[key]
-	_, inPrev := r.prev[key]
-	r.cur[key] = struct{}{}
-	return inCur || inPrev
+	t, ok := r.cur[key]
+	if !ok {
+		t, ok = r.prev[key]
+	}
+	r.cur[key] = sec
+	return ok && sec-t < recentKeysFor
 }

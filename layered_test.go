@@ -2,8 +2,10 @@ package retryhttp
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -79,5 +81,34 @@ func TestRecentKeysBounded(t *testing.T) {
 	}
 	if q.seen("x", 130+2*recentKeysFor) {
 		t.Error("a key was remembered past two generations")
+	}
+}
+
+// A redirect's hop carries the caller's key (http.Client copies it) but is
+// no retry; a key seen again after more than a minute is no retry either.
+func TestLayeredKeyNotOnRedirectsOrLater(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/pay" {
+			http.Redirect(w, r, "/done", http.StatusSeeOther)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	m := NewMetrics()
+	client := &http.Client{Transport: New(nil, WithMetrics(m))}
+	req := newRequest(t, "POST", srv.URL+"/pay", strings.NewReader("x"))
+	req.Header.Set(HeaderIdempotencyKey, "order-1")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := sumCounter(t, m, "retryhttp_layered_retries_total"); n != 0 {
+		t.Errorf("a 303 hop counted as %v layered retries, want 0", n)
+	}
+	var r recentKeys
+	if r.seen("k", 1000) || !r.seen("k", 1059) || r.seen("k", 1119) || r.seen("j", 1200) || r.seen("k", 1300) {
+		t.Error("a key is remembered for other than a minute")
 	}
 }
