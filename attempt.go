@@ -176,7 +176,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result) {
 	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
 	if err == nil {
-		r.retryable = k.retryableStatus(resp.StatusCode)
+		r.retryable = k.retryableResponse(resp)
 	} else {
 		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
 			!k.lengthMismatch()
@@ -189,6 +189,20 @@ func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result
 		k.applyRetryIf(&r)
 	}
 	return r
+}
+
+// retryableResponse reports whether a response is worth retrying: by its
+// status, unless the server says otherwise (x-should-retry), or a 403 that
+// is a throttle. A success looks at nothing but its status.
+func (k *call) retryableResponse(resp *http.Response) bool {
+	code := resp.StatusCode
+	if code < 400 {
+		return k.retryableStatus(code)
+	}
+	if retry, said := shouldRetry(resp.Header); said {
+		return retry
+	}
+	return k.retryableStatus(code) || throttled(code, resp.Header)
 }
 
 // retryableStatus reports whether code is worth retrying for this request.

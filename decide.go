@@ -16,7 +16,8 @@ type facts struct {
 	notSent     bool          // provably not processed (no connection; HTTP/2 refused it)
 	bodyOnce    bool          // the body cannot be sent again
 	backoff     time.Duration // what the Backoff asks for
-	retryAfter  time.Duration // the response's Retry-After, if hasRetryAfter
+	retryAfter  time.Duration // the wait the response asks for (Retry-After or a rate-limit hint), if hasRA
+	raSpread    time.Duration // retryAfter, spread upward (spread in ratelimit.go)
 	hasRA       bool
 	maxRA       time.Duration // WithMaxRetryAfter
 	untilDL     time.Duration // time left before the context deadline, if hasDL
@@ -50,7 +51,7 @@ func decide(f facts) verdict {
 		return verdict{GiveUpRetryAfter, f.retryAfter}
 	}
 	if f.hasRA {
-		delay = max(delay, f.retryAfter)
+		delay = max(delay, f.retryAfter, f.raSpread)
 	}
 	switch {
 	case f.hasDL && delay >= f.untilDL:

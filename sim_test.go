@@ -127,7 +127,8 @@ type simFaults struct {
 	latency    time.Duration
 	hangs      map[string]int // a request's n-th attempt hangs until its context ends
 	panics     map[string]int // a request's n-th attempt panics
-	ra         string         // Retry-After on 503s
+	ra         string         // the wait on 503s, in seconds
+	raKind     int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*
 	outageOnly bool
 }
 
@@ -189,7 +190,8 @@ func drawSim(seed uint64) *simulation {
 	}
 	if r.IntN(4) == 0 {
 		s.faults.ra = strconv.Itoa(r.IntN(3))
-		s.desc = append(s.desc, "retry-after="+s.faults.ra)
+		s.faults.raKind = r.IntN(4)
+		s.desc = append(s.desc, fmt.Sprintf("hint=%ss(kind %d)", s.faults.ra, s.faults.raKind))
 	}
 	s.drawFaults(r)
 	s.drawCallers(r)
@@ -311,8 +313,18 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	if down {
 		code = 503
 		if f.ra != "" {
-			h.Set("Retry-After", f.ra)
 			ra, _ := strconv.Atoi(f.ra)
+			switch f.raKind {
+			case 0:
+				h.Set("Retry-After", f.ra)
+			case 1:
+				h.Set("Retry-After-Ms", strconv.Itoa(ra*1000))
+			case 2:
+				h.Set("RateLimit", `"default";r=0;t=`+f.ra)
+			default:
+				h.Set("X-RateLimit-Remaining", "0")
+				h.Set("X-RateLimit-Reset", f.ra)
+			}
 			b.mu.Lock()
 			b.sent[id][n-1].ra = time.Duration(ra) * time.Second
 			b.mu.Unlock()

@@ -165,7 +165,8 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		k.t.firstFail = now
 	}
 	if r.resp != nil {
-		f.retryAfter, f.hasRA = ParseRetryAfter(r.resp.Header.Get("Retry-After"), now)
+		f.retryAfter, f.hasRA = rateLimitWait(r.resp.Header, now)
+		f.raSpread = spread(f.retryAfter)
 	}
 	if dl, ok := k.ctx.Deadline(); ok {
 		f.untilDL, f.hasDL = dl.Sub(now), true
