@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,6 +203,25 @@ func WithRetryableStatuses(codes ...int) Option {
 	}, name: "WithRetryableStatuses", perRequest: true}
 }
 
+// withoutStatuses removes codes from the statuses retried, keeping the
+// keyed-409 rule unless 409 is one of them (a policy's
+// non_retryable_status).
+func withoutStatuses(codes []int) Option {
+	return Option{apply: func(c *config) error {
+		var s statusSet
+		for code := 100; code < 1000; code++ {
+			if c.statuses.has(code) && !slices.Contains(codes, code) {
+				s.add(code)
+			}
+		}
+		c.statuses = s
+		if slices.Contains(codes, statusConflict) {
+			c.customStatuses = true
+		}
+		return nil
+	}, name: "non_retryable_status", perRequest: true}
+}
+
 // WithPerAttemptTimeout bounds each attempt's wait for response headers. An
 // attempt that times out is retried like a transport error. The timeout
 // stops once the headers arrive: the body of the response that is returned
@@ -263,7 +283,9 @@ func WithBodyBufferLimit(n int64) Option {
 }
 
 // WithIdempotencyKeys makes the Transport add an Idempotency-Key header to
-// requests with one of the given methods (POST if none is given) that carry
+// requests with one of the given methods (POST if none is given; names
+// are taken without regard to case, and one that is not a token is
+// invalid) that carry
 // neither Idempotency-Key nor X-Idempotency-Key. One key is made per call
 // of RoundTrip and sent on every attempt, so the server can recognise a
 // retry; a key the caller set is never replaced. Keys come from NewUUIDKey
@@ -282,12 +304,14 @@ func WithIdempotencyKeys(methods ...string) Option {
 		if len(methods) == 0 {
 			methods = []string{http.MethodPost}
 		}
+		var ms methodSet
 		for _, m := range methods {
-			if m == "" {
-				return optErr("WithIdempotencyKeys", "empty method name")
+			if !validHeaderName(m) { // a method is a token
+				return optErr(fmt.Sprintf("WithIdempotencyKeys(%q)", m), "not a method name")
 			}
+			ms = append(ms, strings.ToUpper(m)) // "post" is meant as POST
 		}
-		c.keyMethods = append(methodSet(nil), methods...)
+		c.keyMethods = ms
 		return nil
 	}, name: "WithIdempotencyKeys", perRequest: true}
 }

@@ -6,6 +6,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,43 +35,44 @@ import (
 //	  "idempotency_keys": ["POST"]
 //	}
 type Policy struct {
-	MaxAttemptsTotal int `json:"max_attempts_total,omitempty"` // WithMaxAttempts
+	MaxAttemptsTotal int `json:"max_attempts_total,omitempty" yaml:"max_attempts_total,omitempty"` // WithMaxAttempts
 	// Backoff names the strategy: exponential_full_jitter (the default),
 	// exponential_equal_jitter, decorrelated_jitter, exponential, constant.
-	Backoff      string   `json:"backoff,omitempty"`
-	InitialDelay Duration `json:"initial_delay,omitempty"` // the backoff's base (constant: its delay)
-	MaxDelay     Duration `json:"max_delay,omitempty"`     // the backoff's cap
+	Backoff      string   `json:"backoff,omitempty" yaml:"backoff,omitempty"`
+	InitialDelay Duration `json:"initial_delay,omitempty" yaml:"initial_delay,omitempty"` // the backoff's base (constant: its delay)
+	MaxDelay     Duration `json:"max_delay,omitempty" yaml:"max_delay,omitempty"`         // the backoff's cap
 	// RetryableStatus replaces the statuses retried (WithRetryableStatuses);
 	// NonRetryableStatus removes some from them (or from the defaults).
-	RetryableStatus    []int        `json:"retryable_status,omitempty"`
-	NonRetryableStatus []int        `json:"non_retryable_status,omitempty"`
-	PerAttemptTimeout  Duration     `json:"per_attempt_timeout,omitempty"` // WithPerAttemptTimeout
-	MaxElapsed         Duration     `json:"max_elapsed,omitempty"`         // WithMaxElapsed
-	MaxRetryAfter      Duration     `json:"max_retry_after,omitempty"`     // WithMaxRetryAfter
-	Budget             *BudgetSpec  `json:"budget,omitempty"`              // WithBudget
-	Breaker            *BreakerSpec `json:"breaker,omitempty"`             // WithRetryBreaker
-	IdempotencyKeys    []string     `json:"idempotency_keys,omitempty"`    // WithIdempotencyKeys: the methods
+	RetryableStatus    []int        `json:"retryable_status,omitempty" yaml:"retryable_status,omitempty"`
+	NonRetryableStatus []int        `json:"non_retryable_status,omitempty" yaml:"non_retryable_status,omitempty"`
+	PerAttemptTimeout  Duration     `json:"per_attempt_timeout,omitempty" yaml:"per_attempt_timeout,omitempty"` // WithPerAttemptTimeout
+	MaxElapsed         Duration     `json:"max_elapsed,omitempty" yaml:"max_elapsed,omitempty"`                 // WithMaxElapsed
+	MaxRetryAfter      Duration     `json:"max_retry_after,omitempty" yaml:"max_retry_after,omitempty"`         // WithMaxRetryAfter
+	Budget             *BudgetSpec  `json:"budget,omitempty" yaml:"budget,omitempty"`                           // WithBudget
+	Breaker            *BreakerSpec `json:"breaker,omitempty" yaml:"breaker,omitempty"`                         // WithRetryBreaker
+	IdempotencyKeys    []string     `json:"idempotency_keys,omitempty" yaml:"idempotency_keys,omitempty"`       // WithIdempotencyKeys: the methods
 	// IdempotentRequests declares requests safe to repeat whatever their
 	// method (WithIdempotentIf), as "METHOD pattern" entries matched with
 	// path.Match against the URL path: ["POST /*/_search"].
-	IdempotentRequests []string `json:"idempotent_requests,omitempty"`
+	IdempotentRequests []string `json:"idempotent_requests,omitempty" yaml:"idempotent_requests,omitempty"`
 }
 
 // BudgetSpec is a Budget written as data: NewBudget(MaxRetryRatio,
-// MinRetriesPerSecond), or none if Disabled. A MinRetriesPerSecond left
-// out is the default, 10; write 0 for no floor.
+// MinRetriesPerSecond), or none if Disabled. A field left out keeps its
+// default (0.1 and 10: an empty object is the default budget); write 0
+// for no floor.
 type BudgetSpec struct {
-	MaxRetryRatio       float64  `json:"max_retry_ratio"`
-	MinRetriesPerSecond *float64 `json:"min_retries_per_second,omitempty"`
-	Disabled            bool     `json:"disabled,omitempty"`
+	MaxRetryRatio       *float64 `json:"max_retry_ratio,omitempty" yaml:"max_retry_ratio,omitempty"`
+	MinRetriesPerSecond *float64 `json:"min_retries_per_second,omitempty" yaml:"min_retries_per_second,omitempty"`
+	Disabled            bool     `json:"disabled,omitempty" yaml:"disabled,omitempty"`
 }
 
 // BreakerSpec is a BreakerConfig written as data.
 type BreakerSpec struct {
-	Disabled  bool     `json:"disabled,omitempty"`
-	FailFast  bool     `json:"fail_fast,omitempty"`
-	Threshold int      `json:"threshold,omitempty"`
-	MaxHold   Duration `json:"max_hold,omitempty"`
+	Disabled  bool     `json:"disabled,omitempty" yaml:"disabled,omitempty"`
+	FailFast  bool     `json:"fail_fast,omitempty" yaml:"fail_fast,omitempty"`
+	Threshold int      `json:"threshold,omitempty" yaml:"threshold,omitempty"`
+	MaxHold   Duration `json:"max_hold,omitempty" yaml:"max_hold,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as a Go duration string.
@@ -80,6 +82,20 @@ func (d Duration) String() string { return time.Duration(d).String() }
 
 // MarshalJSON writes d as a duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// MarshalText writes d as a duration string, for YAML libraries.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a duration string such as "250ms", for YAML
+// libraries (gopkg.in/yaml.v3 decodes a scalar through it).
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
 
 // UnmarshalJSON reads a duration string such as "250ms".
 func (d *Duration) UnmarshalJSON(b []byte) error {
@@ -123,7 +139,12 @@ func (p Policy) Options() ([]Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	if statuses != nil {
+	switch {
+	case p.RetryableStatus == nil && p.NonRetryableStatus != nil:
+		// The defaults less some: the keyed-409 rule stays, unless 409
+		// is one of them.
+		opts = append(opts, withoutStatuses(p.NonRetryableStatus))
+	case statuses != nil:
 		opts = append(opts, WithRetryableStatuses(statuses...))
 	}
 	for _, d := range []struct {
@@ -160,7 +181,7 @@ func (p Policy) Options() ([]Option, error) {
 	}
 	if len(p.IdempotencyKeys) > 0 {
 		for _, m := range p.IdempotencyKeys {
-			if !validHeaderName(m) { // a method is a token too
+			if !validHeaderName(m) { // a method is a token too; its case does not matter, as in WithIdempotencyKeys
 				return nil, fieldErr("idempotency_keys", "%q is not a method", m)
 			}
 		}
@@ -277,8 +298,8 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 	if err != nil {
 		return nil, fmt.Errorf("retryhttp: reading policies: %w", err)
 	}
-	var raw map[string]json.RawMessage
-	if err := decodeStrict(data, &raw); err != nil {
+	raw, starts, err := dependencies(data)
+	if err != nil {
 		return nil, fmt.Errorf("retryhttp: policies: %w", err)
 	}
 	ps := make(Policies, len(raw))
@@ -288,11 +309,46 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 			_, err = p.Options()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w", name, err)
+			return nil, fmt.Errorf("retryhttp: policy %q: %w (the policy starts at %s)", name, located(err, data, starts[name]), lineCol(data, starts[name]))
 		}
 		ps[name] = p
 	}
 	return ps, nil
+}
+
+// dependencies splits a policies file into its dependencies' values, and
+// where each starts; a dependency written twice, or data after the
+// object, is an error.
+func dependencies(data []byte) (map[string]json.RawMessage, map[string]int64, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil, located(cmp.Or(err, errors.New("want a JSON object of dependencies")), data, 0)
+	}
+	raw, starts := map[string]json.RawMessage{}, map[string]int64{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, located(err, data, 0)
+		}
+		name, _ := tok.(string)
+		if _, dup := raw[name]; dup {
+			return nil, nil, fmt.Errorf("%s: dependency %q is written twice", lineCol(data, dec.InputOffset()), name)
+		}
+		var v json.RawMessage
+		start := dec.InputOffset()
+		start += int64(len(data[start:]) - len(bytes.TrimLeft(data[start:], " \t\r\n:")))
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, fmt.Errorf("dependency %q: %w", name, located(err, data, start))
+		}
+		raw[name], starts[name] = v, start
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, located(err, data, 0)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, fmt.Errorf("%s: data after the object of dependencies", lineCol(data, dec.InputOffset()))
+	}
+	return raw, starts, nil
 }
 
 // Transports makes one Transport per dependency over base, named after it
@@ -325,10 +381,28 @@ func decodeStrict(data []byte, v any) error {
 		}
 		return err
 	}
-	if dec.More() {
-		return errors.New("more than one JSON value")
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%s: data after the JSON value", lineCol(data, dec.InputOffset()))
 	}
 	return nil
+}
+
+// lineCol says where offset lies in data: "line 3, column 7".
+func lineCol(data []byte, offset int64) string {
+	offset = min(max(offset, 0), int64(len(data)))
+	line := 1 + bytes.Count(data[:offset], []byte("\n"))
+	col := offset - int64(bytes.LastIndexByte(data[:offset], '\n'))
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// located adds the line and column of a JSON syntax error in data, found
+// at base + its offset.
+func located(err error, data []byte, base int64) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset), err)
+	}
+	return err
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -346,19 +420,22 @@ func (p Policy) budgetOption() (Option, error) {
 	if b == nil {
 		return Option{}, nil
 	}
-	floor := float64(DefaultBudgetPerSecond)
+	floor, ratio := float64(DefaultBudgetPerSecond), float64(DefaultBudgetRatio)
 	if b.MinRetriesPerSecond != nil {
 		floor = *b.MinRetriesPerSecond
+	}
+	if b.MaxRetryRatio != nil {
+		ratio = *b.MaxRetryRatio
 	}
 	switch {
 	case b.Disabled:
 		return WithBudget(nil), nil
-	case b.MaxRetryRatio < 0 || math.IsNaN(b.MaxRetryRatio) || math.IsInf(b.MaxRetryRatio, 0):
-		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", b.MaxRetryRatio)
+	case ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0):
+		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", ratio)
 	case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
 		return Option{}, fieldErr("budget.min_retries_per_second", "%v must be a finite number >= 0", floor)
 	}
-	return WithBudget(NewBudget(b.MaxRetryRatio, floor)), nil
+	return WithBudget(NewBudget(ratio, floor)), nil
 }
 
 // breakerOption is the breaker's option, if the policy sets one.

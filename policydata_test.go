@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/retrytest"
 	"os"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{`{"a": {"retries": 3}}`, `policy "a": field retries: json: unknown field "retries"`},
 		{`{"a": {}, "b": {"max_delay": "x"}}`, `policy "b": field max_delay`},
 		{`[1, 2]`, `policies`},
-		{`{"a": {}} {}`, `more than one JSON value`},
+		{`{"a": {}} {}`, `data after the object`},
 	}
 	for _, tt := range tests {
 		_, err := LoadPolicies(strings.NewReader(tt.json))
@@ -128,5 +129,53 @@ func TestBudgetSpecFloor(t *testing.T) {
 		if err != nil || c.budget.floor != tt.want || c.budget.ratio != 0.2 {
 			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, c.budget.floor, c.budget.ratio, err, tt.want)
 		}
+	}
+}
+
+// A policy file cannot be misread: an empty budget keeps the defaults; a
+// dependency written twice and data after the object are errors; a
+// syntax error says where; non_retryable_status keeps the keyed-409 rule;
+// method names are taken without regard to case, as the option does.
+func TestPoliciesCannotBeMisread(t *testing.T) {
+	ps, err := LoadPolicies(strings.NewReader(`{"a": {"budget": {}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ps.Transports(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := tr["a"].c.budget; b == nil || b.ratio != DefaultBudgetRatio || b.floor != DefaultBudgetPerSecond*10 {
+		t.Errorf(`"budget": {} gave %+v, want the default budget`, b)
+	}
+	for _, tt := range []struct{ doc, want string }{
+		{`{"a": {}, "a": {"max_attempts_total": 2}}`, `line 1, column 14: dependency "a" is written twice`},
+		{`{"a": {}}}`, "data after the object"},
+		{`{"a": {}}]`, "data after the object"},
+		{"{\"a\": {},\n \"b\": {\"max_attempts_total\": 2,}}", `dependency "b": line 2, column`},
+	} {
+		if _, err := LoadPolicies(strings.NewReader(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("LoadPolicies(%s) = %v, want %q", tt.doc, err, tt.want)
+		}
+	}
+	if _, err := ParsePolicy([]byte(`{"max_attempts_total": 2} }`)); err == nil || !strings.Contains(err.Error(), "data after") {
+		t.Errorf("ParsePolicy with trailing data: %v", err)
+	}
+
+	p, _ := ParsePolicy([]byte(`{"non_retryable_status": [500], "idempotency_keys": ["post"]}`))
+	opts, err := p.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := retrytest.NewScriptTransport(steps(409, 500)...)
+	trk, _ := testTransport(base, opts...)
+	resp, _ := trk.RoundTrip(newRequest(t, "POST", "http://h/", strings.NewReader("x")))
+	resp.Body.Close()
+	if base.Count() != 2 || resp.StatusCode != 500 {
+		t.Errorf("keyed POST, 409 then 500 with 500 non-retryable: %d attempts, last %d; want 409 retried, 500 final",
+			base.Count(), resp.StatusCode)
+	}
+	if p := catch(func() { New(nil, WithIdempotencyKeys("NOT A METHOD")) }); p == nil {
+		t.Error(`WithIdempotencyKeys("NOT A METHOD") accepted`)
 	}
 }

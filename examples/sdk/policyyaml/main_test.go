@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/retryhttp/retryhttp"
+	yamlv3 "gopkg.in/yaml.v3"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,5 +55,28 @@ func TestYAMLPolicyErrors(t *testing.T) {
 	os.WriteFile(file, []byte("rates:\n  backoff: linear\n"), 0o644)
 	if err := run(&bytes.Buffer{}, file); err == nil || !strings.Contains(err.Error(), `policy "rates": field backoff`) {
 		t.Errorf("run = %v, want an error naming the dependency and the field", err)
+	}
+}
+
+// gopkg.in/yaml.v3 decodes the same file straight into retryhttp.Policies
+// (the yaml tags, and Duration as text), and gets what the JSON loader
+// gets.
+func TestYAMLv3DecodesTheSamePolicies(t *testing.T) {
+	data, err := os.ReadFile("policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct retryhttp.Policies
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&direct); err != nil {
+		t.Fatal(err)
+	}
+	viaJSON, err := load("policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(direct) == 0 || !reflect.DeepEqual(direct, viaJSON) {
+		t.Errorf("yaml.v3 decoded %+v, the JSON loader %+v", direct, viaJSON)
 	}
 }
