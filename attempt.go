@@ -262,7 +262,7 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 	if c.attemptHook != nil {
 		var hctx context.Context
 		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
-			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.t.lastDelay, Hedge: hedge})
+			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.t.lastDelay, Hedge: hedge, Name: c.displayName()})
 		if hctx != nil {
 			ctx = hctx
 		}

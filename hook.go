@@ -19,6 +19,7 @@ type AttemptStart struct {
 	MaxAttempts int
 	Delay       time.Duration // the wait before this attempt, 0 for the first
 	Hedge       bool          // a hedged copy of the first attempt (WithHedging)
+	Name        string        // the Transport's name (WithName), "default" if it has none
 }
 
 // AttemptEnd describes how an attempt ended, and what came of it.

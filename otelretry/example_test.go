@@ -36,14 +36,14 @@ func ExampleNew() {
 	root := spans[len(spans)-1]
 	fmt.Println(root.Name(), show(root, "retryhttp.attempts", "http.response.status_code"))
 	for _, s := range spans[:len(spans)-1] {
-		fmt.Println("└─", s.Name(), show(s, "retryhttp.attempt", "http.request.resend_count",
-			"retryhttp.delay", "retryhttp.outcome", "retryhttp.next_delay"))
+		fmt.Println("└─", s.Name(), show(s, "retry.attempt", "http.request.resend_count",
+			"retry.delay_ms", "downstream.service", "retryhttp.outcome", "retryhttp.next_delay"))
 	}
 	// Output:
 	// retryhttp GET retryhttp.attempts=3 http.response.status_code=200
-	// └─ GET retryhttp.attempt=1 retryhttp.outcome=503 retryhttp.next_delay=0.01
-	// └─ GET retryhttp.attempt=2 http.request.resend_count=1 retryhttp.delay=0.01 retryhttp.outcome=503 retryhttp.next_delay=0.01
-	// └─ GET retryhttp.attempt=3 http.request.resend_count=2 retryhttp.delay=0.01 retryhttp.outcome=200
+	// └─ GET retry.attempt=1 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay=0.01
+	// └─ GET retry.attempt=2 http.request.resend_count=1 retry.delay_ms=10 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay=0.01
+	// └─ GET retry.attempt=3 http.request.resend_count=2 retry.delay_ms=10 downstream.service=default retryhttp.outcome=200
 }
 
 func show(s sdktrace.ReadOnlySpan, keys ...string) string {

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -35,13 +36,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The retry attributes, beside the HTTP semantic conventions.
+// The retry attributes, beside the HTTP semantic conventions. The names
+// of the design's retry attributes come first (retry.*, downstream.*,
+// error.retryable: the ones a team's trace queries use); those with no
+// counterpart there are retryhttp.*.
 const (
-	AttrAttempt     = attribute.Key("retryhttp.attempt")        // the attempt's number, 1 for the first
-	AttrMaxAttempts = attribute.Key("retryhttp.max_attempts")   // WithMaxAttempts
-	AttrDelay       = attribute.Key("retryhttp.delay")          // seconds waited before this attempt
+	AttrAttempt     = attribute.Key("retry.attempt")            // the attempt's number, 1 for the first
+	AttrMaxAttempts = attribute.Key("retry.max_attempts")       // WithMaxAttempts
+	AttrDelay       = attribute.Key("retry.delay_ms")           // milliseconds waited before this attempt
+	AttrDownstream  = attribute.Key("downstream.service")       // the Transport's name (WithName)
+	AttrRetryable   = attribute.Key("error.retryable")          // the outcome was worth retrying
 	AttrOutcome     = attribute.Key("retryhttp.outcome")        // "503", "reset", ...
-	AttrRetryable   = attribute.Key("retryhttp.retryable")      // the outcome was worth retrying
 	AttrNextDelay   = attribute.Key("retryhttp.next_delay")     // seconds to wait before the next attempt, if retried
 	AttrGiveUp      = attribute.Key("retryhttp.give_up_reason") // why a retryable outcome was not retried
 	AttrAttempts    = attribute.Key("retryhttp.attempts")       // on the request's span: attempts sent
@@ -150,12 +155,12 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 	st.attempts = max(st.attempts, a.Attempt)
 	st.mu.Unlock()
 	attrs := append(requestAttrs(a.Request),
-		AttrAttempt.Int(a.Attempt), AttrMaxAttempts.Int(a.MaxAttempts))
+		AttrAttempt.Int(a.Attempt), AttrMaxAttempts.Int(a.MaxAttempts), AttrDownstream.String(a.Name))
 	if a.Hedge {
 		attrs = append(attrs, AttrHedge.Bool(true))
 	}
 	if a.Attempt > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(a.Delay.Seconds()))
+		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(float64(a.Delay)/float64(time.Millisecond)))
 	}
 	ctx, span := t.tracer.Start(ctx, method(a.Request),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))

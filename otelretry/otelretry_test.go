@@ -338,3 +338,28 @@ func TestNetHTTPResendsCounted(t *testing.T) {
 		t.Errorf("second request: %s = %v, want 1: the resend was net/http's", AttrAttempts, v.AsInt64())
 	}
 }
+
+// Every attempt's span carries the design's names: retry.attempt,
+// retry.max_attempts, retry.delay_ms (milliseconds), downstream.service
+// (the Transport's name) and error.retryable.
+func TestSpansDesignAttributes(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rt := New(retrytest.NewScriptTransport(steps(503)...), Config{TracerProvider: tp},
+		retryhttp.WithName("users"), retryhttp.WithBackoff(retryhttp.Constant(250*time.Millisecond)))
+	req, _ := http.NewRequest("GET", "http://api.test/", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	second := attrs(rec.Ended()[1])
+	if second["retry.attempt"].AsInt64() != 2 || second["retry.max_attempts"].AsInt64() != 4 ||
+		second["retry.delay_ms"].AsFloat64() != 250 || second["downstream.service"].AsString() != "users" ||
+		second["error.retryable"].AsBool() {
+		t.Errorf("second attempt's span: %v", second)
+	}
+	if first := attrs(rec.Ended()[0]); !first["error.retryable"].AsBool() {
+		t.Errorf("first attempt's span (a 503): %v", first)
+	}
+}
