@@ -271,15 +271,28 @@ func (cb *circuit) claimProbe(cfg *BreakerConfig, now time.Time, ticket uint64) 
 }
 
 // release closes the circuit, if open, and releases every held retry,
-// paced: each goes as long after now as it was held after the oldest
-// one, but no later than halfway to its limit, and never before its own
-// wait ends.
+// paced: each goes as long after now as it was due (its own wait's end,
+// or when it was held, if later) after the earliest due of them, but no
+// later than halfway to its limit, and never before its own wait ends.
+// The held retries so come back at the pace of their own schedules, as a
+// ramp, not a wave, even when they were all held in one instant.
 func (cb *circuit) release(now time.Time) {
 	cb.open, cb.probing = false, 0
 	if len(cb.held) > 0 {
-		oldest := cb.held[0].since
+		due := func(w *holder) time.Time {
+			if w.notBefore.After(w.since) {
+				return w.notBefore
+			}
+			return w.since
+		}
+		first := due(cb.held[0])
+		for _, w := range cb.held[1:] {
+			if d := due(w); d.Before(first) {
+				first = d
+			}
+		}
 		for _, w := range cb.held {
-			turn := now.Add(min(w.since.Sub(oldest), max(w.limit.Sub(now), 0)/2))
+			turn := now.Add(min(due(w).Sub(first), max(w.limit.Sub(now), 0)/2))
 			if turn.Before(w.notBefore) {
 				turn = w.notBefore
 			}

@@ -75,9 +75,10 @@
 //
 //   - released: an answer from the host, to any attempt (a probe, a first
 //     attempt, another request's retry), releases every held retry; each
-//     goes as long after the answer as it was held after the oldest one
-//     (so they come back at the pace at which they came), but never later
-//     than halfway to its limit.
+//     goes as long after the answer as it was due (its wait's end, or when
+//     it was held, if later) after the earliest of them, so that they come
+//     back at the pace of their own schedules, but never later than halfway
+//     to its limit.
 //   - as the probe: one held retry at a time goes out, the oldest whose
 //     wait has ended, at ProbeBackoff after the host's last failure;
 //     charged to the budget unless it stands for 4 or more held retries. A
