@@ -420,7 +420,7 @@ func (g *gate) holdOnce(k *call, notBefore, limit time.Time) (*holder, error) {
 	cb.held = append(cb.held, w)
 	hs.held.Add(1)
 	hs.mu.Unlock()
-	for {
+	for range maxHoldTurns { // each turn waits for an event or a timer
 		hs.mu.Lock()
 		now = time.Now()
 		cb.expire(g.breaker, now, hs.seq.Load())
@@ -448,7 +448,17 @@ func (g *gate) holdOnce(k *call, notBefore, limit time.Time) (*holder, error) {
 			return nil, err
 		}
 	}
+	hs.mu.Lock()
+	if !w.released {
+		g.leave(hs, w, time.Now())
+	}
+	hs.mu.Unlock()
+	return nil, nil // never reached in practice: give up
 }
+
+// maxHoldTurns bounds the turns of one hold: each waits for an event or a
+// timer, so that no real hold comes near it.
+const maxHoldTurns = 1 << 20
 
 type holdStepResult uint8
 
