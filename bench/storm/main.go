@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func main() {
 		capacity  = flag.Int("capacity", 50, "requests served at once after the outage")
 		work      = flag.Duration("work", 10*time.Millisecond, "time to serve one request")
 		contended = flag.String("contenders", "", "comma-separated contender names (default: all)")
+		replot    = flag.Bool("replot", false, "run nothing: redraw each scenario's PNG from its CSV in -out (after merging runs by hand)")
 	)
 	flag.Parse()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -51,6 +53,17 @@ func main() {
 		fleet(base, 500),
 		lone(base, 2),
 		lone(base, 10),
+	}
+	if *replot {
+		for _, sc := range scenarios {
+			if !selected(*only, sc.Name) {
+				continue
+			}
+			if err := replotCSV(*out, sc); err != nil {
+				log.Fatal(err)
+			}
+		}
+		return
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
@@ -198,6 +211,32 @@ func round(d time.Duration) time.Duration {
 		return 0
 	}
 	return d.Round(10 * time.Millisecond)
+}
+
+// replotCSV draws a scenario's chart from its CSV in dir, contenders in
+// the order the file gives them.
+func replotCSV(dir string, sc Scenario) error {
+	f, err := os.Open(filepath.Join(dir, sc.Name+".csv"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return err
+	}
+	var rs []Result
+	for _, row := range rows[1:] {
+		v, err := strconv.ParseInt(row[2], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		if len(rs) == 0 || rs[len(rs)-1].Contender != row[0] {
+			rs = append(rs, Result{Contender: row[0]})
+		}
+		rs[len(rs)-1].Series = append(rs[len(rs)-1].Series, v)
+	}
+	return drawChart(filepath.Join(dir, sc.Name+".png"), sc, rs)
 }
 
 func writeCSV(path string, rs []Result) error {
