@@ -68,7 +68,8 @@ func run(w io.Writer) error {
 		retryhttp.WithMetrics(metrics),
 		retryhttp.WithName("demo"),
 		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
-			fmt.Fprintf(w, "  %7s  attempt %d/%d failed (%s), retrying in %v\n",
+			// Called as the retry is sent: ev.Delay is the wait it had.
+			fmt.Fprintf(w, "  %7s  attempt %d/%d failed (%s), retried after %v\n",
 				since(start), ev.Attempt, ev.MaxAttempts, ev.Outcome, ev.Delay.Round(time.Millisecond))
 		}),
 	)
