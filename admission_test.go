@@ -48,12 +48,6 @@ func (p *perRequest) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
 }
 
-func (p *perRequest) attempts(id string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.seen[id]
-}
-
 // parallel sends n requests through tr at once and returns how many got a
 // 200.
 func parallel(t *testing.T, tr http.RoundTripper, n int) int {

@@ -7,7 +7,6 @@ package retryhttp
 
 import (
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -366,6 +365,3 @@ func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
 	}
 	return t
 }
-
-// validThreshold reports whether a threshold fits the score.
-func validThreshold(n int) bool { return n >= 0 && n <= maxThreshold && n <= math.MaxInt32 }

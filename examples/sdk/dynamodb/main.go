@@ -138,7 +138,7 @@ func run(w io.Writer) error {
 		KeyConditionExpression:    aws.String("id = :id"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: "42"}}})
 	if err != nil {
-		return fmt.Errorf("Query: %w", err)
+		return fmt.Errorf("query: %w", err)
 	}
 	fmt.Fprintf(w, "Query (a read, throttled first): %d attempts, %d item(s)\n", fake.attempts("Query"), q.Count)
 

@@ -74,7 +74,7 @@ func run(w io.Writer) error {
 	client := newClient(srv.URL+"/v1/", retryhttp.WithBackoff(retryhttp.Constant(time.Millisecond)))
 	ctx := retryhttp.Idempotent(context.Background()) // this completion may be asked again
 	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    openai.ChatModelGPT4o,
+		Model:    "gpt-4o", // any model: the fake answers all
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
 	})
 	if err != nil {
