@@ -5,16 +5,16 @@ BENCHSTAT = golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCOUNT ?= 8
 FUZZTIME ?= 30s
 
-.PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance
+.PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance conformance-update
 
-# test: formatting, tidy modules, vet and every test of every package
-# under the race detector, examples included.
+# test: the root module alone (it needs only the root module's
+# dependencies): formatting, a tidy go.mod, vet, and every test of its
+# packages under the race detector, examples included; then the load tests
+# and the simulator's full draw without it. The nested modules are
+# tested by make examples, conformance and bench-check, and checked by make
+# lint.
 test:
 	$(GO) mod tidy -diff
-	cd bench && $(GO) mod tidy -diff
-	cd examples/sdk && $(GO) mod tidy -diff
-	cd otelretry && $(GO) mod tidy -diff
-	cd conformance && $(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -32,9 +32,13 @@ examples:
 	cd examples/sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd otelretry && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-# lint: vet and staticcheck over the library, the benchmark module and
-# the SDK examples' module.
+# lint: tidy go.mod files, vet and staticcheck over the library and every
+# nested module.
 lint:
+	cd bench && $(GO) mod tidy -diff
+	cd examples/sdk && $(GO) mod tidy -diff
+	cd otelretry && $(GO) mod tidy -diff
+	cd conformance && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
@@ -68,7 +72,11 @@ bench-check:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # conformance: the README's promises against go-httpbin behind toxiproxy
-# (in-process, HTTP/1.1 and HTTP/2 with TLS), in its own module; writes
-# conformance/results.md and the README's table from the run.
+# (in-process, HTTP/1.1 and HTTP/2 with TLS), in its own module; fails if
+# conformance/results*.md or the README's tables differ from the run.
+# conformance-update rewrites them from the run.
 conformance:
-	cd conformance && CONFORMANCE_UPDATE=1 $(GO) test -race -count=1 ./...
+	cd conformance && $(GO) test -race -count=1 ./...
+
+conformance-update:
+	cd conformance && $(GO) test -race -count=1 ./... -update
