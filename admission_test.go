@@ -199,7 +199,15 @@ func TestAttemptsAreRequestsPlusSentRetries(t *testing.T) {
 	})
 }
 
-func sumCounter(_ *testing.T, m *Metrics, name string) float64 {
+// sumCounter adds up the series of the counter family name in m.
+func sumCounter(_ *testing.T, m *Metrics, name string) float64 { return sumFamily(m, name) }
+
+// gauge adds up the series of the gauge family name in m.
+func gauge(_ *testing.T, m *Metrics, name string) float64 { return sumFamily(m, name) }
+
+// sumFamily adds up the values of every series of the family name in m,
+// counters and gauges alike.
+func sumFamily(m *Metrics, name string) float64 {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	mfs, err := reg.Gather()
@@ -210,7 +218,7 @@ func sumCounter(_ *testing.T, m *Metrics, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, mt := range mf.GetMetric() {
-				sum += mt.GetCounter().GetValue()
+				sum += mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
 			}
 		}
 	}
@@ -536,22 +544,4 @@ func TestBreakerVisible(t *testing.T) {
 			}
 		}
 	})
-}
-
-func gauge(t *testing.T, m *Metrics, name string) float64 {
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m)
-	mfs, err := reg.Gather()
-	if err != nil {
-		panic(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, mt := range mf.GetMetric() {
-				sum += mt.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }

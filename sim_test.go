@@ -74,6 +74,7 @@ type simulation struct {
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
+	safeIf        bool // WithIdempotentIf declares X-Safe: 1 requests safe
 	callers       []simCaller
 	faults        simFaults
 
@@ -115,6 +116,7 @@ type simCaller struct {
 	method      string
 	keyed       bool
 	declared    bool          // Idempotent(ctx)
+	safeHeader  bool          // X-Safe: 1, which the Transport's WithIdempotentIf declares safe, if drawn
 	at          time.Duration // start
 	deadline    time.Duration // 0: none
 	noRetry     bool
@@ -122,14 +124,15 @@ type simCaller struct {
 }
 
 type simFaults struct {
-	outages    [][2]time.Duration // host answers 503 in these windows
-	failFirst  map[string]int     // a request's first n attempts get 503
-	latency    time.Duration
-	hangs      map[string]int // a request's n-th attempt hangs until its context ends
-	panics     map[string]int // a request's n-th attempt panics
-	ra         string         // the wait on 503s, in seconds
-	raKind     int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*
-	outageOnly bool
+	outages     [][2]time.Duration // host answers 503 in these windows
+	failFirst   map[string]int     // a request's first n attempts get 503
+	latency     time.Duration
+	hangs       map[string]int // a request's n-th attempt hangs until its context ends
+	panics      map[string]int // a request's n-th attempt panics
+	ra          string         // the wait on 503s, in seconds
+	raKind      int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*
+	shouldRetry string         // x-should-retry on every answer, if not ""
+	outageOnly  bool
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -166,17 +169,22 @@ func drawSim(seed uint64) *simulation {
 		s.budgetDefault = true
 		s.desc = append(s.desc, "budget=default")
 	}
+	var pt time.Duration // ProbeTimeout: the default, or drawn
+	if r.IntN(3) == 0 {
+		pt = time.Duration(1+r.IntN(500)) * time.Millisecond
+		s.desc = append(s.desc, fmt.Sprintf("probe-timeout=%v", pt))
+	}
 	switch r.IntN(5) {
 	case 0:
 		add(WithRetryBreaker(BreakerConfig{Disabled: true}), "breaker=off")
 	case 1:
 		s.failFast = true
-		add(WithRetryBreaker(BreakerConfig{FailFast: true, OnStateChange: s.event}), "breaker=failfast")
+		add(WithRetryBreaker(BreakerConfig{FailFast: true, ProbeTimeout: pt, OnStateChange: s.event}), "breaker=failfast")
 	case 2:
 		th := 1 + r.IntN(20)
-		add(WithRetryBreaker(BreakerConfig{Threshold: th, OnStateChange: s.event}), fmt.Sprintf("breaker=threshold%d", th))
+		add(WithRetryBreaker(BreakerConfig{Threshold: th, ProbeTimeout: pt, OnStateChange: s.event}), fmt.Sprintf("breaker=threshold%d", th))
 	default:
-		add(WithRetryBreaker(BreakerConfig{OnStateChange: s.event}), "breaker=default")
+		add(WithRetryBreaker(BreakerConfig{ProbeTimeout: pt, OnStateChange: s.event}), "breaker=default")
 	}
 	if r.IntN(4) == 0 {
 		s.hedge = 1 + r.IntN(2)
@@ -192,6 +200,14 @@ func drawSim(seed uint64) *simulation {
 		s.faults.ra = strconv.Itoa(r.IntN(3))
 		s.faults.raKind = r.IntN(4)
 		s.desc = append(s.desc, fmt.Sprintf("hint=%ss(kind %d)", s.faults.ra, s.faults.raKind))
+	}
+	if r.IntN(3) == 0 {
+		s.safeIf = true
+		add(WithIdempotentIf(func(r *http.Request) bool { return r.Header.Get("X-Safe") == "1" }), "idempotent-if=X-Safe")
+	}
+	if r.IntN(6) == 0 {
+		s.faults.shouldRetry = []string{"false", "true"}[r.IntN(2)]
+		s.desc = append(s.desc, "x-should-retry="+s.faults.shouldRetry)
 	}
 	s.drawFaults(r)
 	s.drawCallers(r)
@@ -234,6 +250,8 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 			c.method, c.keyed = "POST", true
 		case 2:
 			c.method, c.declared = "POST", true
+		case 3:
+			c.method, c.safeHeader = "POST", true
 		}
 		if r.IntN(3) == 0 {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
@@ -309,6 +327,9 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		down = down || (answered >= o[0] && answered < o[1])
 	}
 	h := http.Header{}
+	if f.shouldRetry != "" {
+		h.Set("X-Should-Retry", f.shouldRetry)
+	}
 	code := 200
 	if down {
 		code = 503
@@ -439,6 +460,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Sim", c.id)
+	if c.safeHeader {
+		req.Header.Set("X-Safe", "1")
+	}
 	if c.keyed {
 		req.Header.Set(HeaderIdempotencyKey, "key-"+c.id)
 	}
@@ -483,7 +507,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		if len(sent) > limit {
 			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
 		}
-		if c.method == "POST" && !c.keyed && !c.declared && len(sent) > 1 {
+		if c.method == "POST" && !c.keyed && !c.declared && !(c.safeHeader && s.safeIf) && len(sent) > 1 {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
 		}
 		at := c.at
