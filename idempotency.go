@@ -119,15 +119,16 @@ func WithIdempotentIf(safe func(*http.Request) bool) Option {
 	}, name: "WithIdempotentIf", perRequest: true}
 }
 
-// safeRoutes matches requests against "METHOD pattern" entries, such as
-// "POST /*/_search" (path.Match patterns on the URL path).
-type safeRoutes []safeRoute
+// routes matches requests against "METHOD pattern" entries, such as
+// "POST /*/_search" (path.Match patterns on the URL path; the method "*"
+// is any method): a policy's idempotent_requests and its operations' match.
+type routes []route
 
-type safeRoute struct{ method, pattern string }
+type route struct{ method, pattern string }
 
-// parseSafeRoutes parses "METHOD pattern" entries.
-func parseSafeRoutes(entries []string) (safeRoutes, error) {
-	var rs safeRoutes
+// parseRoutes parses "METHOD pattern" entries.
+func parseRoutes(entries []string) (routes, error) {
+	var rs routes
 	for _, e := range entries {
 		method, pattern, ok := strings.Cut(strings.TrimSpace(e), " ")
 		pattern = strings.TrimSpace(pattern)
@@ -137,18 +138,18 @@ func parseSafeRoutes(entries []string) (safeRoutes, error) {
 		if _, err := path.Match(pattern, "/"); err != nil {
 			return nil, fmt.Errorf("%q: %v", e, err)
 		}
-		rs = append(rs, safeRoute{strings.ToUpper(method), pattern})
+		rs = append(rs, route{strings.ToUpper(method), pattern})
 	}
 	return rs, nil
 }
 
-func (rs safeRoutes) match(r *http.Request) bool {
+func (rs routes) match(r *http.Request) bool {
 	method := r.Method
 	if method == "" {
 		method = http.MethodGet
 	}
 	for _, x := range rs {
-		if x.method == method {
+		if x.method == method || x.method == "*" {
 			if ok, _ := path.Match(x.pattern, r.URL.Path); ok {
 				return true
 			}

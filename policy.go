@@ -83,6 +83,13 @@ type config struct {
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 	layers            *layers       // retries of the layers above, seen by this Transport
 	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
+
+	// From a Policy: what its observability section requires, the dial
+	// timeout of the base to build, and its operations with their configs.
+	needMetrics, needHook bool
+	dialTimeout           time.Duration
+	operations            []operation
+	opConfigs             []*config
 }
 
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
@@ -106,10 +113,21 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 			errs = append(errs, err)
 		}
 	}
+	switch {
+	case c.needMetrics && c.metricsSrc == nil:
+		errs = append(errs, optErr("observability.emit_attempt_metric", "true, but there is no Metrics to record into: add WithMetrics to the options"))
+	case c.needHook && c.attemptHook == nil:
+		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook, say) to the options"))
+	case c.dialTimeout > 0 && c.base != nil:
+		errs = append(errs, optErr("time_budget.connect_timeout_ms", "sets the dial timeout of the base the Transport builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer and leave connect_timeout_ms out"))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if c.base == nil {
+	switch {
+	case c.base == nil && c.dialTimeout > 0:
+		c.base = dialingBase(c.dialTimeout)
+	case c.base == nil:
 		c.base = cleanhttp.DefaultPooledTransport()
 	}
 	c.inner, c.markOwner = findInner(c.base)
@@ -127,6 +145,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
+	c.operationConfigs()
 	return c, nil
 }
 

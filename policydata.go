@@ -1,60 +1,146 @@
-// This file holds policy as data: a Policy struct with JSON tags, written
-// per dependency in a file, that turns into the Options of policy.go and
-// into one named Transport per dependency.
+// This file holds policy as data: the Policy type, in the shape of the
+// per-dependency template that architecture teams write (dependency,
+// operation, semantic_safety, time_budget, retry, budget, fallback,
+// observability, owner), and the older flat form it still reads.
+// policyload.go reads files of them; policyopts.go turns one into Options.
 
 package retryhttp
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
-	"net/http"
-	"slices"
-	"sort"
+	"strings"
 	"time"
 )
 
-// A Policy is a retry policy written as data, one per dependency: the JSON
-// form of the Options it stands for. A zero field keeps the default.
-// Durations are Go duration strings ("200ms", "2s").
+// A Policy is a retry policy written as data, for one dependency or one
+// operation of it: the template that teams write per dependency, in JSON
+// (LoadPolicies) or YAML (the yamlpolicy module). A field left out keeps
+// the default; the docs/policy.md page maps every field to its Option.
 //
 //	{
-//	  "max_attempts_total": 3,
-//	  "backoff": "exponential_full_jitter",
-//	  "initial_delay": "100ms",
-//	  "max_delay": "2s",
-//	  "retryable_status": [429, 502, 503, 504],
-//	  "non_retryable_status": [500],
-//	  "per_attempt_timeout": "800ms",
-//	  "max_elapsed": "3s",
+//	  "dependency": "party-service",
+//	  "operation": "getPartySnapshot",
+//	  "semantic_safety": {"idempotent": true, "side_effect": false},
+//	  "time_budget": {"caller_deadline_ms": 800, "connect_timeout_ms": 100, "read_timeout_ms": 250},
+//	  "retry": {"max_attempts_total": 3, "backoff": "exponential_full_jitter",
+//	            "initial_delay_ms": 50, "max_delay_ms": 200,
+//	            "retryable_status": [408, 429, 502, 503, 504]},
 //	  "budget": {"max_retry_ratio": 0.1},
-//	  "idempotency_keys": ["POST"]
+//	  "fallback": {"type": "partial_response"},
+//	  "observability": {"emit_attempt_metric": true, "tag_dependency": true, "trace_attempts": true},
+//	  "owner": "case-platform-team"
 //	}
+//
+// Dependency, Operation, InteractionType, Criticality, Fallback and Owner
+// change nothing in how requests are sent: they are kept for the caller
+// (a fallback is the caller's to serve, for example when an error matching
+// ErrCircuitOpen comes back).
 type Policy struct {
+	Dependency string `json:"dependency,omitempty" yaml:"dependency,omitempty"`
+	Operation  string `json:"operation,omitempty" yaml:"operation,omitempty"`
+	// Match says which requests of the dependency this operation's policy
+	// applies to, as "METHOD /path/pattern" (path.Match on the URL path):
+	// "GET /parties/*". A policy without Match is the dependency's, for
+	// every request that no operation matches.
+	Match           string `json:"match,omitempty" yaml:"match,omitempty"`
+	InteractionType string `json:"interaction_type,omitempty" yaml:"interaction_type,omitempty"`
+	Criticality     string `json:"criticality,omitempty" yaml:"criticality,omitempty"`
+
+	SemanticSafety *SemanticSafety `json:"semantic_safety,omitempty" yaml:"semantic_safety,omitempty"`
+	TimeBudget     *TimeBudget     `json:"time_budget,omitempty" yaml:"time_budget,omitempty"`
+	Retry          *RetrySpec      `json:"retry,omitempty" yaml:"retry,omitempty"`
+	Budget         *BudgetSpec     `json:"budget,omitempty" yaml:"budget,omitempty"`   // WithBudget
+	Breaker        *BreakerSpec    `json:"breaker,omitempty" yaml:"breaker,omitempty"` // WithRetryBreaker
+	Fallback       *Fallback       `json:"fallback,omitempty" yaml:"fallback,omitempty"`
+	Observability  *Observability  `json:"observability,omitempty" yaml:"observability,omitempty"`
+	Owner          string          `json:"owner,omitempty" yaml:"owner,omitempty"`
+
+	// Operations are the policies of the dependency's operations that
+	// carry a Match, in the order they were written; LoadPolicies fills
+	// it. The first whose Match fits a request applies to it, over the
+	// dependency's own fields.
+	Operations []Policy `json:"-" yaml:"-"`
+
+	// The flat form of earlier versions, still read. A field written both
+	// ways is an error.
+
+	// Deprecated: use Retry.MaxAttemptsTotal.
+	MaxAttemptsTotal int `json:"max_attempts_total,omitempty" yaml:"max_attempts_total,omitempty"`
+	// Deprecated: use Retry.Backoff.
+	Backoff string `json:"backoff,omitempty" yaml:"backoff,omitempty"`
+	// Deprecated: use Retry.InitialDelayMS.
+	InitialDelay Duration `json:"initial_delay,omitempty" yaml:"initial_delay,omitempty"`
+	// Deprecated: use Retry.MaxDelayMS.
+	MaxDelay Duration `json:"max_delay,omitempty" yaml:"max_delay,omitempty"`
+	// Deprecated: use Retry.RetryableStatus.
+	RetryableStatus []int `json:"retryable_status,omitempty" yaml:"retryable_status,omitempty"`
+	// Deprecated: use Retry.NonRetryableStatus.
+	NonRetryableStatus []int `json:"non_retryable_status,omitempty" yaml:"non_retryable_status,omitempty"`
+	// Deprecated: use TimeBudget.ReadTimeoutMS.
+	PerAttemptTimeout Duration `json:"per_attempt_timeout,omitempty" yaml:"per_attempt_timeout,omitempty"`
+	// Deprecated: use TimeBudget.CallerDeadlineMS.
+	MaxElapsed Duration `json:"max_elapsed,omitempty" yaml:"max_elapsed,omitempty"`
+	// Deprecated: use Retry.MaxRetryAfterMS.
+	MaxRetryAfter Duration `json:"max_retry_after,omitempty" yaml:"max_retry_after,omitempty"`
+	// Deprecated: use SemanticSafety.IdempotencyKeys.
+	IdempotencyKeys []string `json:"idempotency_keys,omitempty" yaml:"idempotency_keys,omitempty"`
+	// Deprecated: use SemanticSafety.IdempotentRequests.
+	IdempotentRequests []string `json:"idempotent_requests,omitempty" yaml:"idempotent_requests,omitempty"`
+}
+
+// SemanticSafety says whether the dependency's requests may be repeated.
+type SemanticSafety struct {
+	// Idempotent: true declares every request the policy applies to safe
+	// to repeat, whatever its method (WithIdempotentIf): repeating it does
+	// what sending it once does, with or without a side effect. False, or
+	// left out, declares nothing: the method and an idempotency key
+	// decide, as for any request (retry.max_attempts_total: 1 sends each
+	// request once).
+	Idempotent bool `json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
+	// SideEffect: false with Idempotent: false is a contradiction (a
+	// request without a side effect is idempotent) and is refused.
+	SideEffect *bool `json:"side_effect,omitempty" yaml:"side_effect,omitempty"`
+	// IdempotencyKeys are the methods that get an Idempotency-Key
+	// (WithIdempotencyKeys): only for a server that deduplicates keys.
+	IdempotencyKeys []string `json:"idempotency_keys,omitempty" yaml:"idempotency_keys,omitempty"`
+	// IdempotentRequests declares some requests safe to repeat, as
+	// "METHOD /path/pattern" entries: ["POST /*/_search"].
+	IdempotentRequests []string `json:"idempotent_requests,omitempty" yaml:"idempotent_requests,omitempty"`
+}
+
+// TimeBudget bounds the time a call may take, in milliseconds.
+type TimeBudget struct {
+	// CallerDeadlineMS bounds the whole call as WithMaxElapsed does: no
+	// retry starts that would end past it. It sets no context deadline,
+	// which would also cut the body that the caller reads after RoundTrip
+	// returns; an attempt that hangs is cut by ReadTimeoutMS, and the
+	// caller's own context bounds the rest.
+	CallerDeadlineMS int64 `json:"caller_deadline_ms,omitempty" yaml:"caller_deadline_ms,omitempty"`
+	// ConnectTimeoutMS is the dial timeout of the base transport that the
+	// Transport builds. It needs a nil base: with a base of the caller's,
+	// New refuses it (set the timeout on that base's Dialer instead).
+	ConnectTimeoutMS int64 `json:"connect_timeout_ms,omitempty" yaml:"connect_timeout_ms,omitempty"`
+	// ReadTimeoutMS bounds each attempt's wait for response headers
+	// (WithPerAttemptTimeout).
+	ReadTimeoutMS int64 `json:"read_timeout_ms,omitempty" yaml:"read_timeout_ms,omitempty"`
+}
+
+// RetrySpec says how often and how soon requests are retried.
+type RetrySpec struct {
 	MaxAttemptsTotal int `json:"max_attempts_total,omitempty" yaml:"max_attempts_total,omitempty"` // WithMaxAttempts
 	// Backoff names the strategy: exponential_full_jitter (the default),
 	// exponential_equal_jitter, decorrelated_jitter, exponential, constant.
-	Backoff      string   `json:"backoff,omitempty" yaml:"backoff,omitempty"`
-	InitialDelay Duration `json:"initial_delay,omitempty" yaml:"initial_delay,omitempty"` // the backoff's base (constant: its delay)
-	MaxDelay     Duration `json:"max_delay,omitempty" yaml:"max_delay,omitempty"`         // the backoff's cap
+	Backoff        string `json:"backoff,omitempty" yaml:"backoff,omitempty"`
+	InitialDelayMS int64  `json:"initial_delay_ms,omitempty" yaml:"initial_delay_ms,omitempty"` // the backoff's base (constant: its delay)
+	MaxDelayMS     int64  `json:"max_delay_ms,omitempty" yaml:"max_delay_ms,omitempty"`         // the backoff's cap
 	// RetryableStatus replaces the statuses retried (WithRetryableStatuses);
-	// NonRetryableStatus removes some from them (or from the defaults).
-	RetryableStatus    []int        `json:"retryable_status,omitempty" yaml:"retryable_status,omitempty"`
-	NonRetryableStatus []int        `json:"non_retryable_status,omitempty" yaml:"non_retryable_status,omitempty"`
-	PerAttemptTimeout  Duration     `json:"per_attempt_timeout,omitempty" yaml:"per_attempt_timeout,omitempty"` // WithPerAttemptTimeout
-	MaxElapsed         Duration     `json:"max_elapsed,omitempty" yaml:"max_elapsed,omitempty"`                 // WithMaxElapsed
-	MaxRetryAfter      Duration     `json:"max_retry_after,omitempty" yaml:"max_retry_after,omitempty"`         // WithMaxRetryAfter
-	Budget             *BudgetSpec  `json:"budget,omitempty" yaml:"budget,omitempty"`                           // WithBudget
-	Breaker            *BreakerSpec `json:"breaker,omitempty" yaml:"breaker,omitempty"`                         // WithRetryBreaker
-	IdempotencyKeys    []string     `json:"idempotency_keys,omitempty" yaml:"idempotency_keys,omitempty"`       // WithIdempotencyKeys: the methods
-	// IdempotentRequests declares requests safe to repeat whatever their
-	// method (WithIdempotentIf), as "METHOD pattern" entries matched with
-	// path.Match against the URL path: ["POST /*/_search"].
-	IdempotentRequests []string `json:"idempotent_requests,omitempty" yaml:"idempotent_requests,omitempty"`
+	// NonRetryableStatus removes some from them, or from the defaults
+	// (keeping the keyed-409 rule unless 409 is listed).
+	RetryableStatus    []int `json:"retryable_status,omitempty" yaml:"retryable_status,omitempty"`
+	NonRetryableStatus []int `json:"non_retryable_status,omitempty" yaml:"non_retryable_status,omitempty"`
+	MaxRetryAfterMS    int64 `json:"max_retry_after_ms,omitempty" yaml:"max_retry_after_ms,omitempty"` // WithMaxRetryAfter
 }
 
 // BudgetSpec is a Budget written as data: NewBudget(MaxRetryRatio,
@@ -73,6 +159,28 @@ type BreakerSpec struct {
 	FailFast  bool     `json:"fail_fast,omitempty" yaml:"fail_fast,omitempty"`
 	Threshold int      `json:"threshold,omitempty" yaml:"threshold,omitempty"`
 	MaxHold   Duration `json:"max_hold,omitempty" yaml:"max_hold,omitempty"`
+}
+
+// Fallback is what the caller serves when the dependency cannot answer.
+// retryhttp keeps it for the caller and does nothing with it.
+type Fallback struct {
+	Type        string `json:"type,omitempty" yaml:"type,omitempty"`
+	UserMessage string `json:"user_message,omitempty" yaml:"user_message,omitempty"`
+}
+
+// Observability switches the Transport's reports on or off. A field left
+// out leaves them as the other options say.
+type Observability struct {
+	// EmitAttemptMetric: true requires a Metrics (WithMetrics) among the
+	// options and is refused without one; false records nothing.
+	EmitAttemptMetric *bool `json:"emit_attempt_metric,omitempty" yaml:"emit_attempt_metric,omitempty"`
+	// TagDependency: true names the Transport after Dependency (WithName)
+	// in metrics, logs and spans; false leaves the name as the options say.
+	TagDependency *bool `json:"tag_dependency,omitempty" yaml:"tag_dependency,omitempty"`
+	// TraceAttempts: true requires an attempt hook (WithAttemptHook, as
+	// otelretry gives) among the options and is refused without one;
+	// false calls none.
+	TraceAttempts *bool `json:"trace_attempts,omitempty" yaml:"trace_attempts,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as a Go duration string.
@@ -111,347 +219,98 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// fieldError is an error about one field of a Policy.
-type fieldError struct{ field, msg string }
-
-func (e *fieldError) Error() string { return "field " + e.field + ": " + e.msg }
-
-func fieldErr(field, format string, args ...any) error {
-	return &fieldError{field, fmt.Sprintf(format, args...)}
-}
-
-// Options returns the Options that p stands for, or an error that names
-// the first field that is invalid. Every Option it returns is valid.
-func (p Policy) Options() ([]Option, error) {
-	var opts []Option
-	if p.MaxAttemptsTotal < 0 {
-		return nil, fieldErr("max_attempts_total", "%d is negative", p.MaxAttemptsTotal)
+// normalized returns p with its flat fields moved into their sections,
+// so that the rest reads the sections alone, and the names of the moved
+// fields, so that an error names the field as it was written; a field
+// written both ways is an error that names both.
+func (p Policy) normalized() (Policy, flatNames, error) {
+	q := p
+	retry := RetrySpec{}
+	if p.Retry != nil {
+		retry = *p.Retry
 	}
-	if p.MaxAttemptsTotal > 0 {
-		opts = append(opts, WithMaxAttempts(p.MaxAttemptsTotal))
+	tb := TimeBudget{}
+	if p.TimeBudget != nil {
+		tb = *p.TimeBudget
 	}
-	if b, err := p.backoff(); err != nil {
-		return nil, err
-	} else if b != nil {
-		opts = append(opts, WithBackoff(b))
-	}
-	statuses, err := p.statuses()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case p.RetryableStatus == nil && p.NonRetryableStatus != nil:
-		// The defaults less some: the keyed-409 rule stays, unless 409
-		// is one of them.
-		opts = append(opts, withoutStatuses(p.NonRetryableStatus))
-	case statuses != nil:
-		opts = append(opts, WithRetryableStatuses(statuses...))
+	ss := SemanticSafety{}
+	if p.SemanticSafety != nil {
+		ss = *p.SemanticSafety
 	}
 	for _, d := range []struct {
-		field string
-		v     Duration
-		opt   func(time.Duration) Option
+		flat string
+		v    Duration
+	}{{"initial_delay", p.InitialDelay}, {"max_delay", p.MaxDelay}, {"max_retry_after", p.MaxRetryAfter},
+		{"per_attempt_timeout", p.PerAttemptTimeout}, {"max_elapsed", p.MaxElapsed}} {
+		if d.v < 0 {
+			return p, nil, fieldErr(d.flat, "%v is negative", d.v)
+		}
+	}
+	// ms rounds up, so that a sub-millisecond duration stays one.
+	ms := func(d Duration) int64 { return int64((time.Duration(d) + time.Millisecond - 1) / time.Millisecond) }
+	moves := []struct {
+		flat, section string
+		set, taken    bool
+		move          func()
 	}{
-		{"per_attempt_timeout", p.PerAttemptTimeout, WithPerAttemptTimeout},
-		{"max_elapsed", p.MaxElapsed, WithMaxElapsed},
-		{"max_retry_after", p.MaxRetryAfter, WithMaxRetryAfter},
-	} {
+		{"max_attempts_total", "retry.max_attempts_total", p.MaxAttemptsTotal != 0, retry.MaxAttemptsTotal != 0,
+			func() { retry.MaxAttemptsTotal = p.MaxAttemptsTotal }},
+		{"backoff", "retry.backoff", p.Backoff != "", retry.Backoff != "", func() { retry.Backoff = p.Backoff }},
+		{"initial_delay", "retry.initial_delay_ms", p.InitialDelay != 0, retry.InitialDelayMS != 0,
+			func() { retry.InitialDelayMS = ms(p.InitialDelay) }},
+		{"max_delay", "retry.max_delay_ms", p.MaxDelay != 0, retry.MaxDelayMS != 0,
+			func() { retry.MaxDelayMS = ms(p.MaxDelay) }},
+		{"retryable_status", "retry.retryable_status", p.RetryableStatus != nil, retry.RetryableStatus != nil,
+			func() { retry.RetryableStatus = p.RetryableStatus }},
+		{"non_retryable_status", "retry.non_retryable_status", p.NonRetryableStatus != nil, retry.NonRetryableStatus != nil,
+			func() { retry.NonRetryableStatus = p.NonRetryableStatus }},
+		{"max_retry_after", "retry.max_retry_after_ms", p.MaxRetryAfter != 0, retry.MaxRetryAfterMS != 0,
+			func() { retry.MaxRetryAfterMS = ms(p.MaxRetryAfter) }},
+		{"per_attempt_timeout", "time_budget.read_timeout_ms", p.PerAttemptTimeout != 0, tb.ReadTimeoutMS != 0,
+			func() { tb.ReadTimeoutMS = ms(p.PerAttemptTimeout) }},
+		{"max_elapsed", "time_budget.caller_deadline_ms", p.MaxElapsed != 0, tb.CallerDeadlineMS != 0,
+			func() { tb.CallerDeadlineMS = ms(p.MaxElapsed) }},
+		{"idempotency_keys", "semantic_safety.idempotency_keys", p.IdempotencyKeys != nil, ss.IdempotencyKeys != nil,
+			func() { ss.IdempotencyKeys = p.IdempotencyKeys }},
+		{"idempotent_requests", "semantic_safety.idempotent_requests", p.IdempotentRequests != nil, ss.IdempotentRequests != nil,
+			func() { ss.IdempotentRequests = p.IdempotentRequests }},
+	}
+	var names flatNames
+	for _, m := range moves {
+		if !m.set {
+			continue
+		}
+		if m.taken {
+			return p, nil, fieldErr(m.flat, "written again as %s: keep %s alone", m.section, m.section)
+		}
+		m.move()
+		if names == nil {
+			names = flatNames{}
+		}
+		names[m.section] = m.flat
 		switch {
-		case d.v < 0:
-			return nil, fieldErr(d.field, "%v is negative", time.Duration(d.v))
-		case d.v > 0:
-			opts = append(opts, d.opt(time.Duration(d.v)))
+		case strings.HasPrefix(m.section, "retry."):
+			q.Retry = &retry
+		case strings.HasPrefix(m.section, "time_budget."):
+			q.TimeBudget = &tb
+		default:
+			q.SemanticSafety = &ss
 		}
 	}
-	for _, part := range []func() (Option, error){p.budgetOption, p.breakerOption} {
-		o, err := part()
-		if err != nil {
-			return nil, err
-		}
-		if o.apply != nil {
-			opts = append(opts, o)
-		}
-	}
-	if len(p.IdempotentRequests) > 0 {
-		rs, err := parseSafeRoutes(p.IdempotentRequests)
-		if err != nil {
-			return nil, fieldErr("idempotent_requests", "%v", err)
-		}
-		opts = append(opts, WithIdempotentIf(rs.match))
-	}
-	if len(p.IdempotencyKeys) > 0 {
-		for _, m := range p.IdempotencyKeys {
-			if !validHeaderName(m) { // a method is a token too; its case does not matter, as in WithIdempotencyKeys
-				return nil, fieldErr("idempotency_keys", "%q is not a method", m)
-			}
-		}
-		opts = append(opts, WithIdempotencyKeys(p.IdempotencyKeys...))
-	}
-	return opts, nil
+	q.MaxAttemptsTotal, q.Backoff, q.InitialDelay, q.MaxDelay = 0, "", 0, 0
+	q.RetryableStatus, q.NonRetryableStatus, q.MaxRetryAfter = nil, nil, 0
+	q.PerAttemptTimeout, q.MaxElapsed, q.IdempotencyKeys, q.IdempotentRequests = 0, 0, nil, nil
+	return q, names, nil
 }
 
-func (p Policy) backoff() (Backoff, error) {
-	base, maxd := time.Duration(p.InitialDelay), time.Duration(p.MaxDelay)
-	if base < 0 {
-		return nil, fieldErr("initial_delay", "%v is negative", base)
-	}
-	if maxd < 0 {
-		return nil, fieldErr("max_delay", "%v is negative", maxd)
-	}
-	if p.Backoff == "" && base == 0 && maxd == 0 {
-		return nil, nil
-	}
-	if base == 0 {
-		base = DefaultBackoffBase
-	}
-	if maxd == 0 {
-		maxd = max(DefaultBackoffMax, base)
-	}
-	if p.Backoff != "constant" && maxd < base {
-		return nil, fieldErr("max_delay", "%v is less than initial_delay %v", maxd, base)
-	}
-	switch p.Backoff {
-	case "", "exponential_full_jitter":
-		return fullJitter{base, maxd}, nil
-	case "exponential_equal_jitter":
-		return equalJitter{base, maxd}, nil
-	case "decorrelated_jitter":
-		return decorrelatedJitter{base, maxd}, nil
-	case "exponential":
-		return exponential{base, maxd}, nil
-	case "constant":
-		return constant(base), nil
-	}
-	return nil, fieldErr("backoff", "%q is not one of exponential_full_jitter, exponential_equal_jitter, decorrelated_jitter, exponential, constant", p.Backoff)
-}
+// flatNames maps a section's field to the flat field it was written as.
+type flatNames map[string]string
 
-// statuses returns the statuses to retry, or nil for the defaults.
-func (p Policy) statuses() ([]int, error) {
-	for _, f := range []struct {
-		field string
-		codes []int
-	}{{"retryable_status", p.RetryableStatus}, {"non_retryable_status", p.NonRetryableStatus}} {
-		for _, c := range f.codes {
-			if c < 100 || c > 999 {
-				return nil, fieldErr(f.field, "status code %d is outside 100..999", c)
-			}
-		}
-	}
-	if p.RetryableStatus == nil && p.NonRetryableStatus == nil {
-		return nil, nil
-	}
-	for _, c := range p.NonRetryableStatus {
-		if slices.Contains(p.RetryableStatus, c) {
-			return nil, fieldErr("non_retryable_status", "%d is also in retryable_status", c)
-		}
-	}
-	codes := p.RetryableStatus
-	if codes == nil {
-		for c := 100; c < 1000; c++ {
-			if defaultStatuses.has(c) {
-				codes = append(codes, c)
-			}
-		}
-	}
-	out := []int{} // not nil: an empty list retries no status
-	for _, c := range codes {
-		if !slices.Contains(p.NonRetryableStatus, c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-// ParsePolicy decodes one Policy from JSON. Unknown fields and values of
-// the wrong type are errors.
-func ParsePolicy(data []byte) (Policy, error) {
-	var p Policy
-	err := decodeStrict(data, &p)
+// rename makes err name a field as it was written.
+func (n flatNames) rename(err error) error {
 	var fe *fieldError
-	if err == nil || errors.As(err, &fe) {
-		return p, err
-	}
-	// A value that failed its own decoding (a duration, say) does not
-	// name its field: find the field by decoding them one at a time.
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(data, &raw) == nil {
-		for _, k := range sortedKeys(raw) {
-			one, _ := json.Marshal(map[string]json.RawMessage{k: raw[k]})
-			var q Policy
-			if e := decodeStrict(one, &q); e != nil && !errors.As(e, &fe) {
-				return p, fieldErr(k, "%v", e)
-			}
-		}
-	}
-	return p, err
-}
-
-// Policies are retry policies keyed by the name of the dependency they
-// apply to.
-type Policies map[string]Policy
-
-// LoadPolicies reads a JSON object of Policies keyed by dependency name,
-// and checks every one: the error names the dependency and the field.
-// Unknown fields and values of the wrong type are errors.
-func LoadPolicies(r io.Reader) (Policies, error) {
-	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("retryhttp: reading policies: %w", err)
-	}
-	raw, starts, err := dependencies(data)
-	if err != nil {
-		return nil, fmt.Errorf("retryhttp: policies: %w", err)
-	}
-	ps := make(Policies, len(raw))
-	for _, name := range sortedKeys(raw) {
-		p, err := ParsePolicy(raw[name])
-		if err == nil {
-			_, err = p.Options()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w (the policy starts at %s)", name, located(err, data, starts[name]), lineCol(data, starts[name]))
-		}
-		ps[name] = p
-	}
-	return ps, nil
-}
-
-// dependencies splits a policies file into its dependencies' values, and
-// where each starts; a dependency written twice, or data after the
-// object, is an error.
-func dependencies(data []byte) (map[string]json.RawMessage, map[string]int64, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, nil, located(cmp.Or(err, errors.New("want a JSON object of dependencies")), data, 0)
-	}
-	raw, starts := map[string]json.RawMessage{}, map[string]int64{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, located(err, data, 0)
-		}
-		name, _ := tok.(string)
-		if _, dup := raw[name]; dup {
-			return nil, nil, fmt.Errorf("%s: dependency %q is written twice", lineCol(data, dec.InputOffset()), name)
-		}
-		var v json.RawMessage
-		start := dec.InputOffset()
-		start += int64(len(data[start:]) - len(bytes.TrimLeft(data[start:], " \t\r\n:")))
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, fmt.Errorf("dependency %q: %w", name, located(err, data, start))
-		}
-		raw[name], starts[name] = v, start
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, located(err, data, 0)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, fmt.Errorf("%s: data after the object of dependencies", lineCol(data, dec.InputOffset()))
-	}
-	return raw, starts, nil
-}
-
-// Transports makes one Transport per dependency over base, named after it
-// (WithName), with opts first and the dependency's Policy after them, so
-// that the policy wins where both set something.
-func (ps Policies) Transports(base http.RoundTripper, opts ...Option) (map[string]*Transport, error) {
-	out := make(map[string]*Transport, len(ps))
-	for _, name := range sortedKeys(ps) {
-		popts, err := ps[name].Options()
-		if err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w", name, err)
-		}
-		all := append(append(append([]Option(nil), opts...), WithName(name)), popts...)
-		c, err := newConfig(base, all)
-		if err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w", name, err)
-		}
-		out[name] = &Transport{c: c}
-	}
-	return out, nil
-}
-
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return fieldErr(te.Field, "%s is not a %v", te.Value, te.Type)
-		}
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: data after the JSON value", lineCol(data, dec.InputOffset()))
-	}
-	return nil
-}
-
-// lineCol says where offset lies in data: "line 3, column 7".
-func lineCol(data []byte, offset int64) string {
-	offset = min(max(offset, 0), int64(len(data)))
-	line := 1 + bytes.Count(data[:offset], []byte("\n"))
-	col := offset - int64(bytes.LastIndexByte(data[:offset], '\n'))
-	return fmt.Sprintf("line %d, column %d", line, col)
-}
-
-// located adds the line and column of a JSON syntax error in data, found
-// at base + its offset.
-func located(err error, data []byte, base int64) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset), err)
+	if errors.As(err, &fe) && n[fe.field] != "" {
+		return &fieldError{n[fe.field], fe.msg}
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// budgetOption is the Budget's option, if the policy sets one.
-func (p Policy) budgetOption() (Option, error) {
-	b := p.Budget
-	if b == nil {
-		return Option{}, nil
-	}
-	floor, ratio := float64(DefaultBudgetPerSecond), float64(DefaultBudgetRatio)
-	if b.MinRetriesPerSecond != nil {
-		floor = *b.MinRetriesPerSecond
-	}
-	if b.MaxRetryRatio != nil {
-		ratio = *b.MaxRetryRatio
-	}
-	switch {
-	case b.Disabled:
-		return WithBudget(nil), nil
-	case ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0):
-		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", ratio)
-	case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
-		return Option{}, fieldErr("budget.min_retries_per_second", "%v must be a finite number >= 0", floor)
-	}
-	return WithBudget(NewBudget(ratio, floor)), nil
-}
-
-// breakerOption is the breaker's option, if the policy sets one.
-func (p Policy) breakerOption() (Option, error) {
-	b := p.Breaker
-	if b == nil {
-		return Option{}, nil
-	}
-	switch {
-	case b.Threshold < 0:
-		return Option{}, fieldErr("breaker.threshold", "%d is negative", b.Threshold)
-	case b.Threshold > maxThreshold:
-		return Option{}, fieldErr("breaker.threshold", "%d is above %d", b.Threshold, maxThreshold)
-	case b.MaxHold < 0:
-		return Option{}, fieldErr("breaker.max_hold", "%v is negative", time.Duration(b.MaxHold))
-	}
-	return WithRetryBreaker(BreakerConfig{Disabled: b.Disabled, FailFast: b.FailFast,
-		Threshold: b.Threshold, MaxHold: time.Duration(b.MaxHold)}), nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The mission's template, as JSON, becomes one named Transport per
+// Policies in the flat form of earlier versions, as JSON, become one named Transport per
 // dependency with the options it says.
 func TestLoadPolicies(t *testing.T) {
 	f, err := os.Open("testdata/policies.json")
@@ -65,8 +65,8 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{`{"a": {"idempotency_keys": ["PO ST"]}}`, `policy "a": field idempotency_keys`},
 		{`{"a": {"retries": 3}}`, `policy "a": field retries: json: unknown field "retries"`},
 		{`{"a": {}, "b": {"max_delay": "x"}}`, `policy "b": field max_delay`},
-		{`[1, 2]`, `policies`},
-		{`{"a": {}} {}`, `data after the object`},
+		{`[1, 2]`, `the policy at line 1, column 2: json: cannot unmarshal number`},
+		{`{"a": {}} {}`, `data after the policies`},
 	}
 	for _, tt := range tests {
 		_, err := LoadPolicies(strings.NewReader(tt.json))
@@ -150,8 +150,8 @@ func TestPoliciesCannotBeMisread(t *testing.T) {
 	}
 	for _, tt := range []struct{ doc, want string }{
 		{`{"a": {}, "a": {"max_attempts_total": 2}}`, `line 1, column 14: dependency "a" is written twice`},
-		{`{"a": {}}}`, "data after the object"},
-		{`{"a": {}}]`, "data after the object"},
+		{`{"a": {}}}`, "data after the policies"},
+		{`{"a": {}}]`, "data after the policies"},
 		{"{\"a\": {},\n \"b\": {\"max_attempts_total\": 2,}}", `dependency "b": line 2, column`},
 	} {
 		if _, err := LoadPolicies(strings.NewReader(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {

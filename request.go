@@ -7,6 +7,7 @@ package retryhttp
 import (
 	"context"
 	"fmt"
+	"net/http"
 )
 
 type requestOptionsKey struct{}
@@ -51,10 +52,13 @@ func NoRetry(ctx context.Context) context.Context {
 	return WithRequestOptions(ctx, WithMaxAttempts(1))
 }
 
-// forRequest returns c with the request's own options applied, or c itself
-// when ctx carries none.
-func (c *config) forRequest(ctx context.Context) *config {
-	ro, ok := ctx.Value(requestOptionsKey{}).(*requestOptions)
+// forRequest returns the config of req's operation (c, unless a policy's
+// operation matches it) with the request's own options applied.
+func (c *config) forRequest(req *http.Request) *config {
+	if len(c.operations) > 0 {
+		c = c.operationFor(req)
+	}
+	ro, ok := req.Context().Value(requestOptionsKey{}).(*requestOptions)
 	if !ok {
 		return c
 	}

@@ -89,7 +89,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// one attempt, and the base's own answer.
 		return c.send(req)
 	}
-	return c.forRequest(req.Context()).roundTrip(req)
+	return c.forRequest(req).roundTrip(req)
 }
 
 func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
