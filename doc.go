@@ -35,8 +35,12 @@
 //
 // # Policy per dependency and per request
 //
-// A [Policy] is a retry policy written as JSON data; [LoadPolicies] reads a
-// file of them keyed by dependency and makes one named Transport each.
+// A [Policy] is a retry policy written as data, in the template teams
+// write per dependency (dependency, semantic_safety, time_budget, retry,
+// budget, fallback, observability, owner); [LoadPolicies] reads JSON
+// files of them (the yamlpolicy module, YAML), [Policies.Transports] makes
+// one named Transport per dependency, and a dependency's operations, each
+// with a match such as "GET /parties/*", carry their own retry settings.
 // [WithRequestOptions] and [NoRetry] change one request's policy through
 // its context.
 //

@@ -97,7 +97,7 @@ func (k *call) layered(source int) {
 			// Turning the layer above off would leave this request with
 			// no retry at all: say how to declare it first.
 			advice = advice + "; but this " + k.req.Method + " is one retryhttp does not retry (not idempotent, no key): if such requests are safe to repeat, " +
-				"declare them first (retryhttp.Idempotent(ctx), WithIdempotentIf, or a policy's idempotent_requests), or nothing will retry them"
+				"declare them first (retryhttp.Idempotent(ctx), WithIdempotentIf, or a policy's semantic_safety), or nothing will retry them"
 		}
 		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: a layer above retries too",
 			slog.String("name", c.displayName()),

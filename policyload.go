@@ -102,7 +102,9 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 	return NewPolicies(ps...)
 }
 
-// NewPolicies groups policies by dependency. The policies of one
+// NewPolicies groups policies by dependency, with fields of the flat form
+// moved into their sections (max_attempts_total into
+// Retry.MaxAttemptsTotal, and so on). The policies of one
 // dependency are its operations: the one without a Match (at most one) is
 // the dependency's, for every request that no operation matches; the
 // others are its Operations, tried in the order given. Operations may
@@ -119,6 +121,10 @@ func NewPolicies(docs ...Policy) (Policies, error) {
 		}
 		if len(d.Operations) > 0 {
 			return nil, fmt.Errorf("retryhttp: policy %q: Operations are filled by NewPolicies: give each operation as a policy of its own, with a match", d.Dependency)
+		}
+		d, _, err := d.normalized()
+		if err != nil {
+			return nil, fmt.Errorf("retryhttp: policy %q: %w", d.Dependency, err)
 		}
 		p := ps[d.Dependency]
 		switch {

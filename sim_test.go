@@ -75,6 +75,7 @@ type simulation struct {
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
 	safeIf        bool // WithIdempotentIf declares X-Safe: 1 requests safe
+	op            *simOp // a policy's operation, for requests to /op
 	callers       []simCaller
 	faults        simFaults
 
@@ -110,8 +111,17 @@ func (s *simulation) checkEvents(m *Metrics, fail func(string, ...any)) {
 	}
 }
 
+// simOp is a policy operation drawn for requests to /op: its own attempts,
+// its declaration, its caller_deadline_ms.
+type simOp struct {
+	attempts int
+	safe     bool
+	elapsed  time.Duration // 0: none
+}
+
 type simCaller struct {
 	id          string
+	op          bool // to /op, the drawn operation's path
 	host        string
 	method      string
 	keyed       bool
@@ -205,6 +215,22 @@ func drawSim(seed uint64) *simulation {
 		s.safeIf = true
 		add(WithIdempotentIf(func(r *http.Request) bool { return r.Header.Get("X-Safe") == "1" }), "idempotent-if=X-Safe")
 	}
+	if r.IntN(4) == 0 {
+		op := &simOp{attempts: 1 + r.IntN(5), safe: r.IntN(2) == 0}
+		p := Policy{Dependency: "sim", Operations: []Policy{{Match: "* /op", Retry: &RetrySpec{MaxAttemptsTotal: op.attempts},
+			SemanticSafety: &SemanticSafety{Idempotent: op.safe}}}}
+		if r.IntN(2) == 0 {
+			op.elapsed = time.Duration(1+r.IntN(1000)) * ms
+			p.Operations[0].TimeBudget = &TimeBudget{CallerDeadlineMS: op.elapsed.Milliseconds()}
+		}
+		popts, err := p.Options()
+		if err != nil {
+			panic(err)
+		}
+		s.op = op
+		s.opts = append(s.opts, popts...)
+		s.desc = append(s.desc, fmt.Sprintf("operation=%+v", *op))
+	}
 	if r.IntN(6) == 0 {
 		s.faults.shouldRetry = []string{"false", "true"}[r.IntN(2)]
 		s.desc = append(s.desc, "x-should-retry="+s.faults.shouldRetry)
@@ -256,6 +282,7 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 		if r.IntN(3) == 0 {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
 		}
+		c.op = s.op != nil && r.IntN(2) == 0
 		switch r.IntN(10) {
 		case 0:
 			c.noRetry = true
@@ -455,7 +482,11 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	if c.method == "POST" {
 		body = strings.NewReader("payload")
 	}
-	req, err := http.NewRequestWithContext(ctx, c.method, "http://"+c.host+"/p", body)
+	path := "/p"
+	if c.op {
+		path = "/op"
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, "http://"+c.host+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,6 +518,10 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	for i, c := range s.callers {
 		o, sent := outcomes[i], b.sent[c.id]
 		limit := s.maxAtt
+		declared := c.declared || (c.safeHeader && s.safeIf)
+		if c.op {
+			limit, declared = s.op.attempts, declared || s.op.safe
+		}
 		if c.maxAttempts > 0 {
 			limit = c.maxAttempts
 		}
@@ -507,11 +542,14 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		if len(sent) > limit {
 			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
 		}
-		if c.method == "POST" && !c.keyed && !c.declared && !(c.safeHeader && s.safeIf) && len(sent) > 1 {
+		if c.method == "POST" && !c.keyed && !declared && len(sent) > 1 {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
 		}
 		at := c.at
 		for j, a := range sent {
+			if c.op && s.op.elapsed > 0 && s.hedge == 0 && a.at > sent[0].at+s.op.elapsed {
+				fail("caller %s: attempt %d sent at %v, past the operation's caller_deadline_ms (%v after %v)", c.id, j+1, a.at, s.op.elapsed, sent[0].at)
+			}
 			if c.deadline > 0 && a.at > at+c.deadline {
 				fail("caller %s: attempt %d sent at %v, after the deadline at %v", c.id, j+1, a.at, at+c.deadline)
 			}

@@ -1,7 +1,7 @@
 // Command policy loads retry policies written per dependency as JSON (the
-// mission's template: max_attempts_total, backoff, initial_delay,
-// max_delay, retryable_status, budget, ...) and makes one Transport per
-// dependency, named after it in metrics and logs. It then calls each
+// template teams write: dependency, semantic_safety, time_budget, retry,
+// budget, fallback, owner, ...) and makes one Transport per dependency,
+// named after it in metrics and logs. It then calls each
 // dependency's URL, given as NAME=URL arguments, and prints what came back.
 //
 //	go run ./examples/policy -policies examples/policy/policies.json shipping-rates=http://localhost:8080/rates
@@ -21,7 +21,7 @@ import (
 )
 
 func main() {
-	file := flag.String("policies", "examples/policy/policies.json", "JSON file of policies keyed by dependency")
+	file := flag.String("policies", "examples/policy/policies.json", "JSON file of policies: one, a list, or an object keyed by dependency")
 	flag.Parse()
 	if err := run(os.Stdout, *file, flag.Args()); err != nil {
 		log.Fatal(err)

@@ -38,9 +38,9 @@ func TestPoliciesPerDependency(t *testing.T) {
 // A broken file is refused with the dependency and the field named.
 func TestBrokenPolicy(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "p.json")
-	os.WriteFile(file, []byte(`{"rates": {"max_delay": "soon"}}`), 0o644)
+	os.WriteFile(file, []byte(`{"dependency": "rates", "retry": {"max_delay_ms": "soon"}}`), 0o644)
 	err := run(&bytes.Buffer{}, file, nil)
-	if err == nil || !strings.Contains(err.Error(), `policy "rates"`) {
-		t.Errorf("run = %v, want an error naming the dependency", err)
+	if err == nil || !strings.Contains(err.Error(), `policy "rates"`) || !strings.Contains(err.Error(), "max_delay_ms") {
+		t.Errorf("run = %v, want an error naming the dependency and the field", err)
 	}
 }

@@ -4,6 +4,8 @@ go 1.26.0
 
 replace github.com/retryhttp/retryhttp => ../../
 
+replace github.com/retryhttp/retryhttp/yamlpolicy => ../../yamlpolicy
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
@@ -43,6 +45,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/retryhttp/retryhttp/yamlpolicy v0.0.0
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect

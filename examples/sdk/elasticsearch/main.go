@@ -1,6 +1,6 @@
 // Command elasticsearch wraps the Elasticsearch Go client (v8) with
 // retryhttp. A search is a POST (POST /index/_search) that only reads: a
-// policy declares it safe to repeat with idempotent_requests, so that
+// policy declares it safe to repeat with semantic_safety.idempotent_requests, so that
 // retryhttp retries it like a GET, while indexing a document (POST
 // /index/_doc) is not retried once it reached the server. The client's
 // own retries are off (DisableRetry), so that one layer retries. It runs
@@ -33,9 +33,9 @@ func main() {
 
 // policy is the search cluster's retry policy, as a team would write it.
 const policy = `{
-  "max_attempts_total": 3,
-  "initial_delay": "10ms",
-  "idempotent_requests": ["POST /*/_search", "GET /*/_search", "POST /_search"]
+  "dependency": "search",
+  "retry": {"max_attempts_total": 3, "initial_delay_ms": 10},
+  "semantic_safety": {"idempotent_requests": ["POST /*/_search", "GET /*/_search", "POST /_search"]}
 }`
 
 // fakeCluster answers the first try of each path 503, then as

@@ -1,13 +1,13 @@
-// Command policyyaml reads retry policies written per dependency in YAML,
-// with the same struct as the JSON form (retryhttp.Policy), and prints the
-// Transport each dependency gets. YAML needs a module that the library
-// does not require, so this example lives in the examples/sdk module.
+// Command policyyaml reads retry policies written per dependency in YAML
+// with the yamlpolicy module (the same struct as the JSON form,
+// retryhttp.Policy), and prints the Transport each dependency gets. YAML
+// needs a module that the library does not require, so this example
+// lives in the examples/sdk module.
 //
 //	cd examples/sdk && go run ./policyyaml policyyaml/policies.yaml
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log"
@@ -15,7 +15,7 @@ import (
 	"sort"
 
 	"github.com/retryhttp/retryhttp"
-	"sigs.k8s.io/yaml"
+	"github.com/retryhttp/retryhttp/yamlpolicy"
 )
 
 func main() {
@@ -28,18 +28,20 @@ func main() {
 	}
 }
 
-// load reads a YAML file of policies: YAML to JSON, then the library's
-// own loader, which refuses unknown fields and names the field at fault.
+// load reads a YAML file of policies with yamlpolicy, which refuses
+// unknown fields and names the line, the dependency and the field at
+// fault.
 func load(file string) (retryhttp.Policies, error) {
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
-	js, err := yaml.YAMLToJSON(data)
+	defer f.Close()
+	ps, err := yamlpolicy.Load(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return retryhttp.LoadPolicies(bytes.NewReader(js))
+	return ps, nil
 }
 
 func run(w io.Writer, file string) error {
@@ -58,8 +60,8 @@ func run(w io.Writer, file string) error {
 	sort.Strings(names)
 	for _, name := range names {
 		p := policies[name]
-		fmt.Fprintf(w, "%s: %d attempts, %s from %v to %v\n", name, p.MaxAttemptsTotal, p.Backoff,
-			p.InitialDelay, p.MaxDelay)
+		fmt.Fprintf(w, "%s: %d attempts, %s from %dms to %dms\n", name, p.Retry.MaxAttemptsTotal, p.Retry.Backoff,
+			p.Retry.InitialDelayMS, p.Retry.MaxDelayMS)
 	}
 	return nil
 }
