@@ -74,7 +74,7 @@ type simulation struct {
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
-	safeIf        bool // WithIdempotentIf declares X-Safe: 1 requests safe
+	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
 	op            *simOp // a policy's operation, for requests to /op
 	callers       []simCaller
 	faults        simFaults
