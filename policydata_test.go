@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"bytes"
 	"github.com/retryhttp/retryhttp/retrytest"
 	"os"
 	"strings"
@@ -88,25 +89,30 @@ func TestPolicyZeroKeepsDefaults(t *testing.T) {
 	}
 }
 
-// FuzzPolicy: decoding any input never panics, and every policy that is
-// accepted builds a Transport.
+// FuzzPolicy: decoding any input never panics, and every policy or file
+// of policies that is accepted builds its Transports.
 func FuzzPolicy(f *testing.F) {
-	seed, _ := os.ReadFile("testdata/policies.json")
-	f.Add(seed)
+	for _, name := range []string{"testdata/policies.json", "testdata/policy-template.json"} {
+		seed, _ := os.ReadFile(name)
+		f.Add(seed)
+	}
 	f.Add([]byte(`{"max_attempts_total": 2, "backoff": "constant", "initial_delay": "1s"}`))
 	f.Add([]byte(`{"retryable_status": [], "non_retryable_status": [503]}`))
 	f.Add([]byte(`{"budget": {"max_retry_ratio": 1e308, "min_retries_per_second": 0}}`))
+	f.Add([]byte(`[{"dependency": "a", "retry": {"max_attempts_total": 2}}, {"dependency": "a", "match": "GET /x/*", "semantic_safety": {"idempotent": true}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := ParsePolicy(data)
-		if err != nil {
-			return
+		needs := []Option{WithMetrics(NewMetrics()), WithAttemptHook(noHook)} // what observability may require
+		if p, err := ParsePolicy(data); err == nil {
+			if opts, err := p.Options(); err == nil {
+				if _, err := newConfig(nil, append(needs, opts...)); err != nil {
+					t.Fatalf("policy %s accepted, but its options are refused: %v", data, err)
+				}
+			}
 		}
-		opts, err := p.Options()
-		if err != nil {
-			return
-		}
-		if _, err := newConfig(nil, opts); err != nil {
-			t.Fatalf("policy %s accepted, but its options are refused: %v", data, err)
+		if ps, err := LoadPolicies(bytes.NewReader(data)); err == nil {
+			if _, err := ps.Transports(nil, needs...); err != nil {
+				t.Fatalf("policies %s accepted, but their Transports are refused: %v", data, err)
+			}
 		}
 	})
 }
