@@ -105,7 +105,7 @@ func TestParallelConstantZeroRealTime(t *testing.T) {
 func TestConcurrentFailOnceAllSucceed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &perRequest{codes: []int{503}}
-		tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithBudget(nil))
+		tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithoutBudget())
 		if ok := parallel(t, tr, 200); ok != 200 {
 			t.Fatalf("%d of 200 requests succeeded, want 200", ok)
 		}
@@ -121,7 +121,7 @@ func TestConcurrentFailOnceAllSucceed(t *testing.T) {
 // runs it: every request succeeds.
 func TestConcurrentFailOnceRealTime(t *testing.T) {
 	base := &perRequest{codes: []int{503}}
-	tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithBudget(nil))
+	tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithoutBudget())
 	if ok := parallel(t, tr, 200); ok != 200 {
 		t.Fatalf("%d of 200 requests succeeded, want 200", ok)
 	}
@@ -312,7 +312,7 @@ func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 		var events []string
 		ctx = WithRequestOptions(ctx, WithRetryIf(func(r *http.Response, err error) Decision {
 			events = append(events, fmt.Sprint(time.Since(t0), r.StatusCode))
-			return Default
+			return NoOpinion
 		}))
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
 		if err != nil || resp.StatusCode != 200 {

@@ -36,8 +36,8 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 	}{
 		{"defaults", plain()},
 		{"metrics", plain(WithMetrics(NewMetrics()), WithLogger(nil))},
-		{"no budget", plain(WithBudget(nil))},
-		{"no breaker", plain(WithRetryBreaker(BreakerConfig{Disabled: true}))},
+		{"no budget", plain(WithoutBudget())},
+		{"no breaker", plain(WithoutRetryBreaker())},
 		{"max elapsed", plain(WithMaxElapsed(time.Minute))},
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/path", nil)

@@ -22,7 +22,7 @@ func TestPerAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}},
 			retrytest.Step{Reply: retrytest.Reply{Body: "after the hang"}})
-		tr := New(base, WithBackoff(Constant(0)), WithBudget(nil), WithPerAttemptTimeout(50*time.Millisecond))
+		tr := New(base, WithBackoff(Constant(0)), WithoutBudget(), WithPerAttemptTimeout(50*time.Millisecond))
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		if err != nil {
@@ -44,7 +44,7 @@ func TestPerAttemptTimeoutEveryAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hang := retrytest.Step{Reply: retrytest.Reply{Fault: retrytest.Hang}}
 		base := retrytest.NewScriptTransport(hang, hang)
-		tr := New(base, WithMaxAttempts(2), WithBudget(nil), WithBackoff(Constant(0)), WithPerAttemptTimeout(30*time.Millisecond))
+		tr := New(base, WithMaxAttempts(2), WithoutBudget(), WithBackoff(Constant(0)), WithPerAttemptTimeout(30*time.Millisecond))
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		var ne net.Error
 		if resp != nil || !errors.Is(err, ErrAttemptTimeout) || !errors.As(err, &ne) || !ne.Timeout() {

@@ -274,7 +274,7 @@ func BenchmarkRetry(b *testing.B) {
 		}
 	})
 	b.Run("rt=retryhttp", func(b *testing.B) {
-		rt := New(benchBase(), WithBackoff(Constant(0)), WithBudget(nil))
+		rt := New(benchBase(), WithBackoff(Constant(0)), WithoutBudget())
 		defer rt.CloseIdleConnections()
 		req, _ := http.NewRequest("GET", srv.URL, nil)
 		n.Store(0)

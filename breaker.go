@@ -13,8 +13,10 @@ import (
 // BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
 // zero field takes its default.
 type BreakerConfig struct {
-	// Disabled turns the breaker off: every retry is sent when its wait
-	// ends, limited by the budget alone.
+	// Disabled turns the breaker off, as WithoutRetryBreaker does.
+	//
+	// Deprecated: use WithoutRetryBreaker, the one way to turn off a
+	// feature that is on by default; Disabled stays until v1.
 	Disabled bool
 	// Threshold opens a host's breaker: each attempt to the host that
 	// fails in a way worth retrying adds 1 to the host's health score,
@@ -86,9 +88,6 @@ type BreakerEvent struct {
 	Score int          // the host's health score when it changed (open: the threshold; closed: 0)
 }
 
-// maxThreshold bounds BreakerConfig.Threshold: the score is an int32, and
-// a breaker that needs more failures in a row than this never opens.
-const maxThreshold = 1_000_000
 
 // WithRetryBreaker configures the retry breaker, which is on by default
 // with the zero BreakerConfig. While a host is failing, retries to it are
@@ -119,6 +118,15 @@ func WithRetryBreaker(cfg BreakerConfig) Option {
 		c.breaker = &cfg
 		return nil
 	}, name: "WithRetryBreaker"}
+}
+
+// WithoutRetryBreaker turns the retry breaker off: every retry is sent
+// when its wait ends, limited by the budget alone, and FailFast is off too.
+func WithoutRetryBreaker() Option {
+	return Option{apply: func(c *config) error {
+		c.breaker = nil
+		return nil
+	}, name: "WithoutRetryBreaker"}
 }
 
 // resolveBreaker fills in the defaults once the retry schedule is known.
@@ -264,7 +272,7 @@ func (cb *circuit) expire(cfg *BreakerConfig, now time.Time, seq uint64) {
 func (cb *circuit) claimProbe(cfg *BreakerConfig, now time.Time, ticket uint64) {
 	timeout := cfg.ProbeTimeout
 	if timeout == 0 {
-		timeout = max(4*cb.prevProbe, 100*time.Millisecond)
+		timeout = max(probeTimeoutFactor*cb.prevProbe, minProbeTimeout)
 	}
 	cb.probing, cb.probeEnd, cb.refused = ticket, now.Add(timeout), 0
 }

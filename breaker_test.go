@@ -132,7 +132,7 @@ func heldHow(c *config, k *call, limit time.Time) string {
 // were held, spaced as they arrived.
 func TestBreakerProbeThenPacedRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithBudget(nil),
+		c := newTestConfig(t, WithoutBudget(),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute, ProbeTimeout: time.Hour}))
 		h := c.gate.hosts.get("h")
 		trip(c, h)
@@ -187,7 +187,7 @@ func TestBreakerProbeThenPacedRelease(t *testing.T) {
 // probes.
 func TestBreakerFailedProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithBudget(nil),
+		c := newTestConfig(t, WithoutBudget(),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(50 * time.Millisecond), MaxHold: time.Minute}))
 		h := c.gate.hosts.get("h")
 		trip(c, h)
@@ -463,7 +463,7 @@ func shortCtx(t *testing.T, d time.Duration) context.Context {
 // held.
 func TestBreakerProbeCycleWakesOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithBudget(nil),
+		c := newTestConfig(t, WithoutBudget(),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Hour}))
 		h := c.gate.hosts.get("h")
 		trip(c, h)

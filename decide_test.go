@@ -57,7 +57,7 @@ func TestGetBodyFailureSpendsNoBudget(t *testing.T) {
 	b := NewBudget(0, 0.1) // one retry in 10 s
 	calls := 0
 	st := retrytest.NewScriptTransport(steps(503, 503, 200)...)
-	tr, _ := testTransport(st, WithBudget(b), WithRetryBreaker(BreakerConfig{Disabled: true}))
+	tr, _ := testTransport(st, WithBudget(b), WithoutRetryBreaker())
 	req := newRequest(t, "PUT", "http://h/", strings.NewReader("x"))
 	req.GetBody = func() (io.ReadCloser, error) {
 		calls++

@@ -128,6 +128,10 @@ func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) Temporary() bool      { return true }
 
 // RetryEvent describes a retry about to be sent, for WithOnRetry.
+//
+// Deprecated: use WithAttemptHook: its AttemptStart (Attempt > 1) is a
+// retry as it is sent, with its Delay, and the AttemptEnd of the attempt
+// before says what that attempt ended with. RetryEvent stays until v1.
 type RetryEvent struct {
 	Request     *http.Request // the caller's request: read it, do not keep or modify it
 	Attempt     int           // the attempt that failed, 1 for the first

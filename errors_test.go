@@ -26,11 +26,11 @@ func TestErrorKeepsTimeout(t *testing.T) {
 			tr   *Transport
 			ctx  func() (context.Context, context.CancelFunc)
 		}{
-			{"context deadline", New(retrytest.NewScriptTransport(hang), WithBudget(nil)),
+			{"context deadline", New(retrytest.NewScriptTransport(hang), WithoutBudget()),
 				func() (context.Context, context.CancelFunc) {
 					return context.WithTimeout(context.Background(), 100*time.Millisecond)
 				}},
-			{"per-attempt timeouts", New(retrytest.NewScriptTransport(hang, hang), WithMaxAttempts(2), WithBudget(nil),
+			{"per-attempt timeouts", New(retrytest.NewScriptTransport(hang, hang), WithMaxAttempts(2), WithoutBudget(),
 				WithBackoff(Constant(0)), WithPerAttemptTimeout(10*time.Millisecond)),
 				func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
 		}

@@ -127,7 +127,7 @@ func fuzzOne(t *testing.T, m string, method, attempts uint8, maxAttempts int, ke
 	{
 		fb := &fuzzBase{script: script}
 		start := time.Now()
-		tr := New(fb, WithMaxAttempts(maxAttempts), WithBudget(nil),
+		tr := New(fb, WithMaxAttempts(maxAttempts), WithoutBudget(),
 			WithBackoff(Exponential(time.Second, 8*time.Second)), WithPerAttemptTimeout(time.Millisecond))
 		payload := bytes.Repeat([]byte{method, attempts}, 100)
 		var body io.Reader = bytes.NewReader(payload)

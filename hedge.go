@@ -33,9 +33,6 @@ type HedgeConfig struct {
 	MaxExtra int
 }
 
-// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request to
-// a host that is already slow.
-const maxHedgeExtra = 8
 
 // WithHedging sends a copy of a first attempt that has not been answered
 // after a delay, and returns the first answer worth returning (a success,
@@ -82,7 +79,6 @@ type latencies struct {
 	total  atomic.Uint32
 }
 
-const minHedgeSamples = 20
 
 func latencyBucket(d time.Duration) int {
 	us := uint64(max(d/time.Microsecond, 1))

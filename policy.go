@@ -1,7 +1,7 @@
 // This file holds the options and the one unexported config they resolve
-// into, with every default in one place (the Default constants below; the
-// breaker's and hedging's options, in breaker.go and hedge.go, take theirs
-// from here too). The strategies behind WithBackoff
+// into, with every documented default and bound in one place: the
+// constants below, which the breaker's and hedging's options, in
+// breaker.go and hedge.go, take theirs from too. The strategies behind WithBackoff
 // are in backoff.go and the Budget behind WithBudget in budget.go.
 
 package retryhttp
@@ -38,6 +38,24 @@ const (
 	// Hedging's, off by default (HedgeConfig).
 	DefaultHedgePercentile = 0.95
 	DefaultHedgeMaxExtra   = 1
+)
+
+// Defaults and bounds that are documented but not exported: the breaker's
+// (BreakerConfig) and hedging's (HedgeConfig).
+const (
+	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
+	// and a breaker that needs more failures in a row than this never opens.
+	maxThreshold = 1_000_000
+	// A probe that hangs counts as failed after probeTimeoutFactor times
+	// its own interval, and no sooner than minProbeTimeout.
+	probeTimeoutFactor = 4
+	minProbeTimeout    = 100 * time.Millisecond
+	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
+	// to a host that is already slow.
+	maxHedgeExtra = 8
+	// minHedgeSamples is how many latencies a host needs before its
+	// percentile makes the hedge delay.
+	minHedgeSamples = 20
 )
 
 // An Option configures a Transport. Options are applied in order by New,
@@ -222,12 +240,20 @@ func WithRetryableStatuses(codes ...int) Option {
 	}, name: "WithRetryableStatuses", perRequest: true}
 }
 
-// withoutStatuses removes codes from the statuses retried, keeping the
-// keyed-409 rule unless 409 is one of them (a policy's
-// non_retryable_status).
-func withoutStatuses(codes []int) Option {
+// WithNonRetryableStatuses removes codes from the statuses retried (the
+// defaults, or those of an earlier WithRetryableStatuses), keeping the
+// keyed-409 rule unless 409 is one of them: WithNonRetryableStatuses(500)
+// retries every default status but 500. It is a policy's
+// retry.non_retryable_status. Codes outside 100..999 are invalid. It may
+// be given for one request (WithRequestOptions).
+func WithNonRetryableStatuses(codes ...int) Option {
 	return Option{apply: func(c *config) error {
 		var s statusSet
+		for _, code := range codes {
+			if code < 100 || code > 999 {
+				return optErr("WithNonRetryableStatuses", "status code %d is outside 100..999", code)
+			}
+		}
 		for code := 100; code < 1000; code++ {
 			if c.statuses.has(code) && !slices.Contains(codes, code) {
 				s.add(code)
@@ -238,7 +264,7 @@ func withoutStatuses(codes []int) Option {
 			c.customStatuses = true
 		}
 		return nil
-	}, name: "non_retryable_status", perRequest: true}
+	}, name: "WithNonRetryableStatuses", perRequest: true}
 }
 
 // WithPerAttemptTimeout bounds each attempt's wait for response headers. An
@@ -350,12 +376,24 @@ func WithKeyGenerator(gen func() string) Option {
 
 // WithBudget sets the retry Budget. The default is a Budget of its own for
 // each Transport, NewBudget(0.1, 10); pass one Budget to several
-// Transports to make them share it, or nil to disable the budget.
+// Transports to make them share it. WithoutBudget turns the budget off
+// (so does a nil b, kept for code written before WithoutBudget).
 func WithBudget(b *Budget) Option {
 	return Option{apply: func(c *config) error {
 		c.budget = b
 		return nil
 	}, name: "WithBudget"}
+}
+
+// WithoutBudget turns the retry budget off: retries are limited by the
+// attempts, the deadline and the breaker alone. A feature that is on by
+// default (the budget, the retry breaker) is turned off by its Without
+// option, or by "disabled": true in a policy.
+func WithoutBudget() Option {
+	return Option{apply: func(c *config) error {
+		c.budget = nil
+		return nil
+	}, name: "WithoutBudget"}
 }
 
 // WithLogger makes the Transport log one record per retry sent (at Info)
@@ -394,6 +432,11 @@ func WithLogRoute(route func(*http.Request) string) Option {
 // dependency. A retry that admission refuses, or that gives up while held,
 // is not passed to it. It must not keep or modify ev.Request and must
 // return quickly. The default is none.
+//
+// Deprecated: use WithAttemptHook, the one hook that observes attempts
+// (AttemptStart with Attempt > 1 is a retry as it is sent, with its
+// Delay). WithOnRetry stays until v1; it does not cost first attempts the
+// header copy that an attempt hook does.
 func WithOnRetry(f func(ev RetryEvent)) Option {
 	return Option{apply: func(c *config) error {
 		c.onRetry = f

@@ -118,17 +118,14 @@ func (p Policy) requestOptions() ([]Option, error) {
 	} else if b != nil {
 		opts = append(opts, WithBackoff(b))
 	}
-	statuses, err := r.statuses()
-	if err != nil {
+	if err := r.checkStatuses(); err != nil {
 		return nil, err
 	}
-	switch {
-	case r.RetryableStatus == nil && r.NonRetryableStatus != nil:
-		// The defaults less some: the keyed-409 rule stays, unless 409
-		// is one of them.
-		opts = append(opts, withoutStatuses(r.NonRetryableStatus))
-	case statuses != nil:
-		opts = append(opts, WithRetryableStatuses(statuses...))
+	if r.RetryableStatus != nil {
+		opts = append(opts, WithRetryableStatuses(r.RetryableStatus...))
+	}
+	if r.NonRetryableStatus != nil {
+		opts = append(opts, WithNonRetryableStatuses(r.NonRetryableStatus...))
 	}
 	tb := TimeBudget{}
 	if p.TimeBudget != nil {
@@ -327,41 +324,24 @@ func (r RetrySpec) backoff() (Backoff, error) {
 	return nil, fieldErr("retry.backoff", "%q is not one of exponential_full_jitter, exponential_equal_jitter, decorrelated_jitter, exponential, constant", r.Backoff)
 }
 
-// statuses returns the statuses to retry, or nil for the defaults.
-func (r RetrySpec) statuses() ([]int, error) {
+// checkStatuses checks the status lists: codes in 100..999, none in both.
+func (r RetrySpec) checkStatuses() error {
 	for _, f := range []struct {
 		field string
 		codes []int
 	}{{"retry.retryable_status", r.RetryableStatus}, {"retry.non_retryable_status", r.NonRetryableStatus}} {
 		for _, c := range f.codes {
 			if c < 100 || c > 999 {
-				return nil, fieldErr(f.field, "status code %d is outside 100..999", c)
+				return fieldErr(f.field, "status code %d is outside 100..999", c)
 			}
 		}
-	}
-	if r.RetryableStatus == nil && r.NonRetryableStatus == nil {
-		return nil, nil
 	}
 	for _, c := range r.NonRetryableStatus {
 		if slices.Contains(r.RetryableStatus, c) {
-			return nil, fieldErr("retry.non_retryable_status", "%d is also in retryable_status", c)
+			return fieldErr("retry.non_retryable_status", "%d is also in retryable_status", c)
 		}
 	}
-	codes := r.RetryableStatus
-	if codes == nil {
-		for c := 100; c < 1000; c++ {
-			if defaultStatuses.has(c) {
-				codes = append(codes, c)
-			}
-		}
-	}
-	out := []int{} // not nil: an empty list retries no status
-	for _, c := range codes {
-		if !slices.Contains(r.NonRetryableStatus, c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // budgetOption is the Budget's option, if the policy sets one.
@@ -379,7 +359,7 @@ func (p Policy) budgetOption() (Option, error) {
 	}
 	switch {
 	case b.Disabled:
-		return WithBudget(nil), nil
+		return WithoutBudget(), nil
 	case ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0):
 		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", ratio)
 	case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
@@ -402,8 +382,11 @@ func (p Policy) breakerOption() (Option, error) {
 	case b.MaxHold < 0:
 		return Option{}, fieldErr("breaker.max_hold", "%v is negative", time.Duration(b.MaxHold))
 	}
-	return WithRetryBreaker(BreakerConfig{Disabled: b.Disabled, FailFast: b.FailFast,
-		Threshold: b.Threshold, MaxHold: time.Duration(b.MaxHold)}), nil
+	if b.Disabled {
+		return WithoutRetryBreaker(), nil
+	}
+	return WithRetryBreaker(BreakerConfig{FailFast: b.FailFast, Threshold: b.Threshold,
+		MaxHold: time.Duration(b.MaxHold)}), nil
 }
 
 // dialOption sets the dial timeout of the base the Transport builds, if

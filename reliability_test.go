@@ -302,7 +302,7 @@ func TestPaymentsChargedExactlyOnce(t *testing.T) {
 		// The breaker is off: its holds make no sense on the fake clock
 		// that a thousand concurrent requests move on together.
 		tr, _ := testTransport(nil, append([]Option{WithBackoff(Constant(time.Millisecond)),
-			WithRetryBreaker(BreakerConfig{Disabled: true})}, opts...)...)
+			WithoutRetryBreaker()}, opts...)...)
 		defer tr.CloseIdleConnections()
 		var wg sync.WaitGroup
 		var okN, failN atomic.Int64

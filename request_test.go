@@ -59,7 +59,7 @@ func TestRequestOptionsRejected(t *testing.T) {
 		want string
 	}{
 		{WithMetrics(NewMetrics()), "WithMetrics"},
-		{WithBudget(nil), "WithBudget"},
+		{WithoutBudget(), "WithoutBudget"},
 		{WithMaxAttempts(0), "WithMaxAttempts(0)"},
 		{WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
 	} {
@@ -87,7 +87,7 @@ func TestMaxElapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503)...)
 		m := NewMetrics()
-		tr := New(base, WithMaxAttempts(10), WithBudget(nil), WithBackoff(Constant(time.Second)),
+		tr := New(base, WithMaxAttempts(10), WithoutBudget(), WithBackoff(Constant(time.Second)),
 			WithMaxElapsed(2500*time.Millisecond), WithMetrics(m))
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
@@ -104,7 +104,7 @@ func TestMaxElapsed(t *testing.T) {
 		}
 		// Per request, it gives up with an *Error that says why.
 		base = retrytest.NewScriptTransport(fail(io.ErrUnexpectedEOF), fail(io.ErrUnexpectedEOF))
-		tr = New(base, WithBudget(nil), WithBackoff(Constant(time.Second)))
+		tr = New(base, WithoutBudget(), WithBackoff(Constant(time.Second)))
 		ctx := WithRequestOptions(context.Background(), WithMaxElapsed(500*time.Millisecond))
 		_, err = tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
 		var re *Error

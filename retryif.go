@@ -15,9 +15,10 @@ import (
 type Decision int8
 
 const (
-	// Default leaves the decision to the built-in rules (status codes and
-	// transport errors, status.go).
-	Default Decision = iota
+	// NoOpinion leaves the decision to the built-in rules (status codes
+	// and transport errors, status.go): the condition has nothing to say
+	// of this attempt.
+	NoOpinion Decision = iota
 	// Retry says the attempt failed in a way worth retrying. The request
 	// is still retried only if it may be repeated (its method, its key)
 	// and the policy lets it (attempts, deadline, budget, breaker).
@@ -25,6 +26,12 @@ const (
 	// DontRetry says the attempt's outcome is final: it is returned as is.
 	DontRetry
 )
+
+// Default is NoOpinion.
+//
+// Deprecated: use NoOpinion, whose name says what it does; Default stays
+// until v1 so that code written against it compiles.
+const Default = NoOpinion
 
 // WithRetryIf sets a condition that refines, attempt by attempt, what is
 // worth retrying: it may widen the built-in rules (a 403 whose body says

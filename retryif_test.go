@@ -18,7 +18,7 @@ func tryAgain(resp *http.Response, err error) Decision {
 			return Retry
 		}
 	}
-	return Default
+	return NoOpinion
 }
 
 func TestRetryIfWidens(t *testing.T) {
@@ -61,7 +61,7 @@ func TestRetryIfNarrows(t *testing.T) {
 		if errors.Is(err, mine) || (resp != nil && resp.StatusCode == 503) {
 			return DontRetry
 		}
-		return Default
+		return NoOpinion
 	}
 	tr, _ := testTransport(base, WithRetryIf(never), WithBackoff(Constant(0)))
 	_, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))

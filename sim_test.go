@@ -171,7 +171,7 @@ func drawSim(seed uint64) *simulation {
 	add(WithMaxAttempts(s.maxAtt), fmt.Sprintf("attempts=%d", s.maxAtt))
 	switch r.IntN(4) {
 	case 0:
-		add(WithBudget(nil), "budget=off")
+		add(WithoutBudget(), "budget=off")
 	case 1:
 		ratio, floor := r.Float64()*0.5, float64(r.IntN(20))
 		add(WithBudget(NewBudget(ratio, floor)), fmt.Sprintf("budget=%.2f/%v", ratio, floor))
@@ -186,7 +186,7 @@ func drawSim(seed uint64) *simulation {
 	}
 	switch r.IntN(5) {
 	case 0:
-		add(WithRetryBreaker(BreakerConfig{Disabled: true}), "breaker=off")
+		add(WithoutRetryBreaker(), "breaker=off")
 	case 1:
 		s.failFast = true
 		add(WithRetryBreaker(BreakerConfig{FailFast: true, ProbeTimeout: pt, OnStateChange: s.event}), "breaker=failfast")

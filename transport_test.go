@@ -25,7 +25,7 @@ import (
 // runs under testing/synctest, where the waits are virtual.
 func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *sleepLog) {
 	sl := new(sleepLog)
-	all := append([]Option{WithBudget(nil), WithBackoff(Constant(0)), WithOnRetry(sl.add)}, opts...)
+	all := append([]Option{WithoutBudget(), WithBackoff(Constant(0)), WithOnRetry(sl.add)}, opts...)
 	return New(base, all...), sl
 }
 
@@ -261,7 +261,7 @@ func testDeadlineStopsWaits(t *testing.T) {
 func TestCancelDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := retrytest.NewScriptTransport(steps(503, 503)...)
-		tr := New(base, WithBackoff(Constant(time.Minute)), WithBudget(nil))
+		tr := New(base, WithBackoff(Constant(time.Minute)), WithoutBudget())
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()

@@ -91,7 +91,7 @@ var RetryHTTPFailFast = Contender{"retryhttp+failfast", func(base http.RoundTrip
 // RetryHTTPNoBreaker is retryhttp with the retry breaker off: the budget
 // alone, as before the breaker was on by default.
 var RetryHTTPNoBreaker = Contender{"retryhttp-nobreaker", func(base http.RoundTripper) http.RoundTripper {
-	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true}))
+	return retryhttp.New(base, retryhttp.WithoutRetryBreaker())
 }}
 
 // Naive retries 5xx, 429 and errors up to 5 attempts with a fixed 1 s delay

@@ -165,8 +165,8 @@ func TestConformance(t *testing.T) {
 				base := up.Client().Transport.(*http.Transport).Clone()
 				m := retryhttp.NewMetrics()
 				tr := retryhttp.New(base, append([]retryhttp.Option{retryhttp.WithMetrics(m),
-					retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithBudget(nil),
-					retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true}),
+					retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithoutBudget(),
+					retryhttp.WithoutRetryBreaker(),
 					retryhttp.WithPerAttemptTimeout(cmp.Or(f.perAttempt, time.Second))}, k.opts...)...)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				req := k.req(scheme + "://" + proxy.Listen + f.path).WithContext(ctx)

@@ -318,8 +318,8 @@ func TestHTTP2Unprocessed(t *testing.T) {
 			}
 			m := retryhttp.NewMetrics()
 			rt := retryhttp.New(base, append([]retryhttp.Option{retryhttp.WithMetrics(m),
-				retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithBudget(nil),
-				retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{Disabled: true})}, k.opts...)...)
+				retryhttp.WithBackoff(retryhttp.Constant(10 * time.Millisecond)), retryhttp.WithoutBudget(),
+				retryhttp.WithoutRetryBreaker()}, k.opts...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			resp, err := rt.RoundTrip(k.req("https://" + addr + "/").WithContext(ctx))
 			outcome := ""

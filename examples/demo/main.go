@@ -62,15 +62,20 @@ func run(w io.Writer) error {
 	metrics := retryhttp.NewMetrics()
 	reg.MustRegister(metrics)
 	start := time.Now()
+	lastOutcome := "" // the demo's requests go one at a time
 	tr := retryhttp.New(nil,
 		retryhttp.WithBackoff(retryhttp.FullJitter(100*time.Millisecond, time.Second)),
 		retryhttp.WithIdempotencyKeys(),
 		retryhttp.WithMetrics(metrics),
 		retryhttp.WithName("demo"),
-		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
-			// Called as the retry is sent: ev.Delay is the wait it had.
-			fmt.Fprintf(w, "  %7s  attempt %d/%d failed (%s), retried after %v\n",
-				since(start), ev.Attempt, ev.MaxAttempts, ev.Outcome, ev.Delay.Round(time.Millisecond))
+		retryhttp.WithAttemptHook(func(ctx context.Context, a retryhttp.AttemptStart) (context.Context, func(retryhttp.AttemptEnd)) {
+			// Called as each attempt is sent: a retry (Attempt > 1) says
+			// the wait it had; the end says what the attempt came to.
+			if a.Attempt > 1 {
+				fmt.Fprintf(w, "  %7s  attempt %d/%d failed (%s), retried after %v\n",
+					since(start), a.Attempt-1, a.MaxAttempts, lastOutcome, a.Delay.Round(time.Millisecond))
+			}
+			return ctx, func(e retryhttp.AttemptEnd) { lastOutcome = e.Outcome }
 		}),
 	)
 	defer tr.CloseIdleConnections()
