@@ -88,7 +88,6 @@ type BreakerEvent struct {
 	Score int          // the host's health score when it changed (open: the threshold; closed: 0)
 }
 
-
 // WithRetryBreaker configures the retry breaker, which is on by default
 // with the zero BreakerConfig. While a host is failing, retries to it are
 // held instead of sent: one of them at a time goes out as a probe, and

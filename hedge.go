@@ -33,7 +33,6 @@ type HedgeConfig struct {
 	MaxExtra int
 }
 
-
 // WithHedging sends a copy of a first attempt that has not been answered
 // after a delay, and returns the first answer worth returning (a success,
 // or an answer that is not worth retrying); the others are cancelled, and
@@ -78,7 +77,6 @@ type latencies struct {
 	counts [160]atomic.Uint32
 	total  atomic.Uint32
 }
-
 
 func latencyBucket(d time.Duration) int {
 	us := uint64(max(d/time.Microsecond, 1))
