@@ -137,7 +137,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	case c.needHook && c.attemptHook == nil:
 		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook, say) to the options"))
 	case c.dialTimeout > 0 && c.base != nil:
-		errs = append(errs, optErr("time_budget.connect_timeout_ms", "sets the dial timeout of the base the Transport builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer and leave connect_timeout_ms out"))
+		errs = append(errs, optErr("WithDialTimeout (a policy's time_budget.connect_timeout_ms)", "sets the dial timeout of the base that New builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -359,6 +359,20 @@ func WithIdempotencyKeys(methods ...string) Option {
 		c.keyMethods = ms
 		return nil
 	}, name: "WithIdempotencyKeys", perRequest: true}
+}
+
+// WithDialTimeout sets the dial timeout of the base transport that New
+// builds when it is given a nil base (cleanhttp's pooled transport, whose
+// own is 30s). With a base of the caller's, New refuses it: set the
+// timeout on that base's Dialer instead. d < 0 is invalid.
+func WithDialTimeout(d time.Duration) Option {
+	return Option{apply: func(c *config) error {
+		if d < 0 {
+			return optErr(fmt.Sprintf("WithDialTimeout(%v)", d), "timeout is negative")
+		}
+		c.dialTimeout = d
+		return nil
+	}, name: "WithDialTimeout"}
 }
 
 // WithKeyGenerator sets the function that makes idempotency keys for

@@ -53,6 +53,7 @@ type Policy struct {
 	Retry          *RetrySpec      `json:"retry,omitempty" yaml:"retry,omitempty"`
 	Budget         *BudgetSpec     `json:"budget,omitempty" yaml:"budget,omitempty"`   // WithBudget
 	Breaker        *BreakerSpec    `json:"breaker,omitempty" yaml:"breaker,omitempty"` // WithRetryBreaker
+	Hedging        *HedgeSpec      `json:"hedging,omitempty" yaml:"hedging,omitempty"` // WithHedging
 	Fallback       *Fallback       `json:"fallback,omitempty" yaml:"fallback,omitempty"`
 	Observability  *Observability  `json:"observability,omitempty" yaml:"observability,omitempty"`
 	Owner          string          `json:"owner,omitempty" yaml:"owner,omitempty"`
@@ -141,6 +142,18 @@ type RetrySpec struct {
 	RetryableStatus    []int `json:"retryable_status,omitempty" yaml:"retryable_status,omitempty"`
 	NonRetryableStatus []int `json:"non_retryable_status,omitempty" yaml:"non_retryable_status,omitempty"`
 	MaxRetryAfterMS    int64 `json:"max_retry_after_ms,omitempty" yaml:"max_retry_after_ms,omitempty"` // WithMaxRetryAfter
+	// BodyBufferLimitBytes is WithBodyBufferLimit: how much of a body
+	// without GetBody is kept to send it again (0 keeps none). It applies
+	// to the Transport as a whole.
+	BodyBufferLimitBytes *int64 `json:"body_buffer_limit_bytes,omitempty" yaml:"body_buffer_limit_bytes,omitempty"`
+}
+
+// HedgeSpec is a HedgeConfig written as data (WithHedging): a zero field
+// takes its default.
+type HedgeSpec struct {
+	DelayMS    int64   `json:"delay_ms,omitempty" yaml:"delay_ms,omitempty"`
+	Percentile float64 `json:"percentile,omitempty" yaml:"percentile,omitempty"`
+	MaxExtra   int     `json:"max_extra,omitempty" yaml:"max_extra,omitempty"`
 }
 
 // BudgetSpec is a Budget written as data: NewBudget(MaxRetryRatio,
@@ -181,6 +194,9 @@ type Observability struct {
 	// otelretry gives) among the options and is refused without one;
 	// false calls none.
 	TraceAttempts *bool `json:"trace_attempts,omitempty" yaml:"trace_attempts,omitempty"`
+	// AttemptHeader is WithAttemptHeader: the header that carries a
+	// retry's attempt number.
+	AttemptHeader string `json:"attempt_header,omitempty" yaml:"attempt_header,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as a Go duration string.

@@ -148,10 +148,9 @@ func NewPolicies(docs ...Policy) (Policies, error) {
 			// is what the first of them that says it says.
 			for _, op := range p.Operations {
 				if op.transportKey() != "" {
-					p.Budget, p.Breaker, p.Observability = op.Budget, op.Breaker, op.Observability
-					if op.TimeBudget != nil && op.TimeBudget.ConnectTimeoutMS != 0 {
-						p.TimeBudget = &TimeBudget{ConnectTimeoutMS: op.TimeBudget.ConnectTimeoutMS}
-					}
+					t := op.transportPart()
+					t.Operations = p.Operations
+					p = t
 					break
 				}
 			}
@@ -305,7 +304,7 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return fieldErr(te.Field, "%s is not a %v", te.Value, te.Type)
+			return fieldErr(te.Field, "a JSON %s where %v is wanted", te.Value, te.Type)
 		}
 		return err
 	}

@@ -46,7 +46,7 @@ func (p Policy) Options() ([]Option, error) {
 // an operation may repeat them, but not change them.
 func (p Policy) transportOptions() ([]Option, error) {
 	var opts []Option
-	for _, part := range []func() (Option, error){p.budgetOption, p.breakerOption, p.dialOption} {
+	for _, part := range []func() (Option, error){p.budgetOption, p.breakerOption, p.dialOption, p.hedgeOption, p.bodyOption} {
 		o, err := part()
 		if err != nil {
 			return nil, err
@@ -70,7 +70,7 @@ func (p Policy) transportOptions() ([]Option, error) {
 					c.metricsSrc = nil
 				}
 				return nil
-			}, name: "observability.emit_attempt_metric"})
+			}, name: "WithMetrics"})
 		}
 		if ob.TraceAttempts != nil {
 			on := *ob.TraceAttempts
@@ -80,7 +80,13 @@ func (p Policy) transportOptions() ([]Option, error) {
 					c.attemptHook = nil
 				}
 				return nil
-			}, name: "observability.trace_attempts"})
+			}, name: "WithAttemptHook"})
+		}
+		if ob.AttemptHeader != "" {
+			if !validHeaderName(ob.AttemptHeader) {
+				return nil, fieldErr("observability.attempt_header", "%q is not a header name", ob.AttemptHeader)
+			}
+			opts = append(opts, WithAttemptHeader(ob.AttemptHeader))
 		}
 	}
 	return opts, nil
@@ -93,10 +99,14 @@ func (p Policy) transportKey() string {
 	if p.TimeBudget != nil {
 		connect = p.TimeBudget.ConnectTimeoutMS
 	}
-	if p.Budget == nil && p.Breaker == nil && connect == 0 && p.Observability == nil {
+	var body *int64
+	if p.Retry != nil {
+		body = p.Retry.BodyBufferLimitBytes
+	}
+	if p.Budget == nil && p.Breaker == nil && connect == 0 && p.Observability == nil && p.Hedging == nil && body == nil {
 		return ""
 	}
-	b, _ := json.Marshal([]any{p.Budget, p.Breaker, connect, p.Observability})
+	b, _ := json.Marshal([]any{p.Budget, p.Breaker, connect, p.Observability, p.Hedging, body})
 	return string(b)
 }
 
@@ -218,7 +228,7 @@ func (p Policy) operationsOption() (Option, error) {
 			return Option{}, opErr(i, op, fieldErr("operations", "an operation has no operations of its own"))
 		}
 		if k := q.transportKey(); k != "" && k != key {
-			return Option{}, opErr(i, op, fieldErr("budget, breaker, time_budget.connect_timeout_ms, observability",
+			return Option{}, opErr(i, op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
 		rs, err := parseRoutes([]string{q.Match})
@@ -399,10 +409,49 @@ func (p Policy) dialOption() (Option, error) {
 	if err != nil {
 		return Option{}, err
 	}
-	return Option{apply: func(c *config) error {
-		c.dialTimeout = d
-		return nil
-	}, name: "time_budget.connect_timeout_ms"}, nil
+	return WithDialTimeout(d), nil
+}
+
+// bodyOption is WithBodyBufferLimit, if the policy sets it.
+func (p Policy) bodyOption() (Option, error) {
+	if p.Retry == nil || p.Retry.BodyBufferLimitBytes == nil {
+		return Option{}, nil
+	}
+	n := *p.Retry.BodyBufferLimitBytes
+	if n < 0 {
+		return Option{}, fieldErr("retry.body_buffer_limit_bytes", "%d is negative", n)
+	}
+	return WithBodyBufferLimit(n), nil
+}
+
+// transportPart is what p says of the Transport as a whole, alone.
+func (p Policy) transportPart() Policy {
+	q := Policy{Dependency: p.Dependency, Budget: p.Budget, Breaker: p.Breaker, Hedging: p.Hedging, Observability: p.Observability}
+	if p.TimeBudget != nil && p.TimeBudget.ConnectTimeoutMS != 0 {
+		q.TimeBudget = &TimeBudget{ConnectTimeoutMS: p.TimeBudget.ConnectTimeoutMS}
+	}
+	if p.Retry != nil && p.Retry.BodyBufferLimitBytes != nil {
+		q.Retry = &RetrySpec{BodyBufferLimitBytes: p.Retry.BodyBufferLimitBytes}
+	}
+	return q
+}
+
+// hedgeOption is hedging's option, if the policy sets it.
+func (p Policy) hedgeOption() (Option, error) {
+	h := p.Hedging
+	if h == nil {
+		return Option{}, nil
+	}
+	d, err := millis("hedging.delay_ms", h.DelayMS)
+	switch {
+	case err != nil:
+		return Option{}, err
+	case math.IsNaN(h.Percentile) || h.Percentile < 0 || h.Percentile >= 1:
+		return Option{}, fieldErr("hedging.percentile", "%v must be in (0, 1)", h.Percentile)
+	case h.MaxExtra < 0 || h.MaxExtra > maxHedgeExtra:
+		return Option{}, fieldErr("hedging.max_extra", "%d must be in 0..%d", h.MaxExtra, maxHedgeExtra)
+	}
+	return WithHedging(HedgeConfig{Delay: d, Percentile: h.Percentile, MaxExtra: h.MaxExtra}), nil
 }
 
 // dialingBase is the base a Transport builds when a policy sets its dial
