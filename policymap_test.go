@@ -57,14 +57,14 @@ var policyFields = []struct{ path, value, option string }{
 
 // goOnly are the options without a policy field, and why.
 var goOnly = map[string]string{
-	"WithLogger":          "takes a *slog.Logger",
-	"WithLogRoute":        "takes a function",
-	"WithRetryIf":         "takes a function",
-	"WithKeyGenerator":    "takes a function",
-	"WithOnRetry":         "deprecated; takes a function",
-	"WithRequestOptions":  "carries options in a context",
-	"Idempotent":          "declares one request, in its context",
-	"NoRetry":             "one request, in its context",
+	"WithLogger":         "takes a *slog.Logger",
+	"WithLogRoute":       "takes a function",
+	"WithRetryIf":        "takes a function",
+	"WithKeyGenerator":   "takes a function",
+	"WithOnRetry":        "deprecated; takes a function",
+	"WithRequestOptions": "carries options in a context",
+	"Idempotent":         "declares one request, in its context",
+	"NoRetry":            "one request, in its context",
 }
 
 // Each policy field is in the table, and makes the Option it names.
