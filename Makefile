@@ -75,9 +75,9 @@ fuzz:
 bench-check:
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-# conformance: the README's promises against go-httpbin behind toxiproxy
+# conformance: the promises of docs/conformance.md against go-httpbin behind toxiproxy
 # (in-process, HTTP/1.1 and HTTP/2 with TLS), in its own module; fails if
-# conformance/results*.md or the README's tables differ from the run.
+# conformance/results*.md or docs/conformance.md's tables differ from the run.
 # conformance-update rewrites them from the run.
 conformance:
 	cd conformance && $(GO) test -race -count=1 ./...

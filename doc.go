@@ -100,7 +100,7 @@
 // probe. Hedges ([WithHedging]) are charged to the budget and none goes
 // while the breaker is open or retries are held. Only retries that are
 // sent are logged as "retrying", counted in retryhttp_retries_total and
-// passed to [WithOnRetry]: attempts_total is requests_total plus
+// started through [WithAttemptHook]: attempts_total is requests_total plus
 // retries_total plus hedges_total, less the requests FailFast refused.
 // A waiting retry keeps its last response, within [DefaultHeldBodyMemory]
 // per Transport.
@@ -114,8 +114,9 @@
 // # Observability
 //
 // [Metrics] is a Prometheus collector; [WithLogger] logs each retry and
-// give-up; [WithOnRetry] is a hook called as each retry is sent. An attempt's outcome
-// ("503", "reset") and a give-up's reason use one vocabulary in all three.
+// give-up; [WithAttemptHook] is the one hook, called as each attempt
+// starts and ends. An attempt's outcome ("503", "reset") and a give-up's
+// reason use one vocabulary in all three.
 //
 // # Nested Transports
 //

@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -95,9 +96,11 @@ func ExampleParseRetryAfter() {
 	// "soon": 0s false
 }
 
-// A hook sees every retry before its wait: the place for a tracing span
-// event or a counter of one's own.
-func ExampleWithOnRetry() {
+// The attempt hook sees each attempt start (a retry with the wait it had)
+// and end (its outcome, and whether another follows): the place for a
+// tracing span per attempt (otelretry is built on it) or a counter of
+// one's own.
+func ExampleWithAttemptHook() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
@@ -111,9 +114,11 @@ func ExampleWithOnRetry() {
 
 	client := retryhttp.NewClient(
 		retryhttp.WithBackoff(retryhttp.Constant(5*time.Millisecond)),
-		retryhttp.WithOnRetry(func(ev retryhttp.RetryEvent) {
-			fmt.Printf("retry after attempt %d of %d: status %d, reason %s, wait %v\n",
-				ev.Attempt, ev.MaxAttempts, ev.StatusCode, ev.Outcome, ev.Delay)
+		retryhttp.WithAttemptHook(func(ctx context.Context, a retryhttp.AttemptStart) (context.Context, func(retryhttp.AttemptEnd)) {
+			fmt.Printf("attempt %d of %d, after %v\n", a.Attempt, a.MaxAttempts, a.Delay)
+			return ctx, func(e retryhttp.AttemptEnd) {
+				fmt.Printf("  ended %s, retried: %v\n", e.Outcome, e.Retried)
+			}
 		}))
 	resp, err := client.Get(srv.URL)
 	if err != nil {
@@ -123,7 +128,10 @@ func ExampleWithOnRetry() {
 	resp.Body.Close()
 	fmt.Println(resp.Status)
 	// Output:
-	// retry after attempt 1 of 4: status 429, reason 429, wait 5ms
+	// attempt 1 of 4, after 0s
+	//   ended 429, retried: true
+	// attempt 2 of 4, after 5ms
+	//   ended 200, retried: false
 	// 200 OK
 }
 

@@ -8,13 +8,37 @@ import (
 	"testing"
 )
 
-// The README's recipes are what the examples run: every code block that
-// follows a line "<!-- from PATH -->" must appear in the file at PATH, its
-// lines in order (each compared without leading and trailing blanks), so
-// that a change to an example that is not made to the README, or the
-// other way round, fails here.
+// The recipes of the README and of docs/ are what the examples run: every
+// code block that follows a line "<!-- from PATH -->" must appear in the
+// file at PATH, its lines in order (each compared without leading and
+// trailing blanks), so that a change to an example that is not made to the
+// docs, or the other way round, fails here.
 func TestReadmeRecipesAreTheExamplesCode(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	if n := quotedBlocks(t, "README.md"); n < 4 {
+		t.Errorf("README has %d recipe blocks, want at least 4 (plain, checkout, Stripe, S3)", n)
+	}
+	pages, _ := filepath.Glob("docs/*.md")
+	for _, p := range pages {
+		quotedBlocks(t, p)
+	}
+}
+
+// The README stays a page a newcomer reads in minutes; the reference is
+// in docs/.
+func TestReadmeIsShort(t *testing.T) {
+	fi, err := os.Stat("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 15000 {
+		t.Errorf("README.md is %d bytes, want at most 15,000: move reference to docs/", fi.Size())
+	}
+}
+
+// quotedBlocks checks the quoted blocks of one page and counts them.
+func quotedBlocks(t *testing.T, page string) int {
+	t.Helper()
+	readme, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +52,7 @@ func TestReadmeRecipesAreTheExamplesCode(t *testing.T) {
 		}
 		path = strings.TrimSuffix(path, " -->")
 		if !sc.Scan() || !strings.HasPrefix(sc.Text(), "```") {
-			t.Errorf("%s: the marker is not followed by a code block", path)
+			t.Errorf("%s: %s: the marker is not followed by a code block", page, path)
 			continue
 		}
 		var block []string
@@ -40,7 +64,7 @@ func TestReadmeRecipesAreTheExamplesCode(t *testing.T) {
 		blocks++
 		src, err := os.ReadFile(filepath.FromSlash(path))
 		if err != nil {
-			t.Errorf("README quotes %s: %v", path, err)
+			t.Errorf("%s quotes %s: %v", page, path, err)
 			continue
 		}
 		lines := strings.Split(string(src), "\n")
@@ -50,13 +74,11 @@ func TestReadmeRecipesAreTheExamplesCode(t *testing.T) {
 				i++
 			}
 			if i == len(lines) {
-				t.Errorf("README's block from %s has a line the file lacks (or has out of order):\n\t%s", path, want)
+				t.Errorf("%s's block from %s has a line the file lacks (or has out of order):\n\t%s", page, path, want)
 				break
 			}
 			i++
 		}
 	}
-	if blocks < 4 {
-		t.Errorf("README has %d recipe blocks, want at least 4 (plain, checkout, Stripe, S3)", blocks)
-	}
+	return blocks
 }

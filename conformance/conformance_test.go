@@ -297,14 +297,17 @@ func sum(t *testing.T, m *retryhttp.Metrics, name string) float64 {
 }
 
 // update makes the suite write its tables (results.md, results-http2.md
-// and the README's sections) from the run; without it, a run compares them
-// with what is committed and fails on a difference. CONFORMANCE_UPDATE=1
-// does the same as -update.
-var update = flag.Bool("update", false, "write results.md, results-http2.md and the README's tables from this run")
+// and the sections of docs/conformance.md) from the run; without it, a run
+// compares them with what is committed and fails on a difference.
+// CONFORMANCE_UPDATE=1 does the same as -update.
+var update = flag.Bool("update", false, "write results.md, results-http2.md and docs/conformance.md's tables from this run")
 
 func updating() bool { return *update || os.Getenv("CONFORMANCE_UPDATE") != "" }
 
-// writeResults writes the table to results.md and into the README, or
+// page is the documentation page that shows the tables.
+const page = "../docs/conformance.md"
+
+// writeResults writes the table to results.md and into the page, or
 // compares it with them.
 func writeResults(t *testing.T, table string) error {
 	head := "Made by `make conformance-update`: go-httpbin v2.26.0 behind toxiproxy v2.5.0, both in-process. " +
@@ -313,33 +316,35 @@ func writeResults(t *testing.T, table string) error {
 }
 
 // writeSection writes a table, under a title and a head, to file and into
-// the README between the marker's comments, so that the README shows what a
+// the page between the marker's comments, so that the page shows what a
 // run measured; or, unless updating, checks that they already say it.
 func writeSection(t *testing.T, file, title, marker, head, table string) error {
 	want := "# " + title + "\n\n" + head + table
+	doc, err := os.ReadFile(page)
+	if err != nil {
+		return err
+	}
+	open, end := "<!-- "+marker+" -->\n", "<!-- /"+marker+" -->"
+	s := string(doc)
+	i, j := strings.Index(s, open), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s markers", page, marker)
+	}
+	s = s[:i+len(open)] + head + table + s[j:]
 	if !updating() {
-		got, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		if string(got) != want {
-			t.Errorf("%s differs from this run (go test ./conformance -update rewrites it):\n%s", file, firstDiff(string(got), want))
+		for _, f := range []struct{ name, want string }{{file, want}, {page, s}} {
+			got, err := os.ReadFile(f.name)
+			if err != nil {
+				return err
+			}
+			if string(got) != f.want {
+				t.Errorf("%s differs from this run (go test ./conformance -update rewrites it):\n%s", f.name, firstDiff(string(got), f.want))
+			}
 		}
 		return nil
 	}
 	if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
 		return err
 	}
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		return err
-	}
-	open, end := "<!-- "+marker+" -->\n", "<!-- /"+marker+" -->"
-	s := string(readme)
-	i, j := strings.Index(s, open), strings.Index(s, end)
-	if i < 0 || j < i {
-		return fmt.Errorf("README.md has no %s markers", marker)
-	}
-	s = s[:i+len(open)] + head + table + s[j:]
-	return os.WriteFile("../README.md", []byte(s), 0o644)
+	return os.WriteFile(page, []byte(s), 0o644)
 }

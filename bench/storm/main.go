@@ -110,7 +110,7 @@ func with(s Scenario, name, shape string, d time.Duration, perProcess bool, retr
 	return s
 }
 
-// fleet is the mission's scenario: a dependency down for 30 s, called by
+// fleet is the headline scenario: a dependency down for 30 s, called by
 // k instances, each with its own client, sharing the steady arrivals.
 func fleet(s Scenario, k int) Scenario {
 	s = with(s, fmt.Sprintf("fleet-D30-K%d", k), "steady", 30*time.Second, false, "")
