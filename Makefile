@@ -5,7 +5,7 @@ BENCHSTAT = golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCHCOUNT ?= 8
 FUZZTIME ?= 30s
 
-.PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance conformance-update
+.PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance conformance-update overhead-update charts
 
 # test: the root module alone (it needs only the root module's
 # dependencies): formatting, a tidy go.mod, vet, and every test of its
@@ -58,6 +58,18 @@ bench:
 	rm -f bench.txt
 	for i in $$(seq $(BENCHCOUNT)); do $(GO) test -run '^$$' -bench . -benchmem -count 1 . | tee -a bench.txt; done
 	$(GO) run $(BENCHSTAT) -col /rt bench.txt
+
+# overhead-update: the in-memory overhead benchmark, interleaved
+# BENCHCOUNT times, into docs/data/overhead.txt, the data of the chart of
+# docs/performance.md; charts redraws the charts of docs/ from their data
+# (that file and conformance/results.md) without running anything.
+overhead-update:
+	rm -f docs/data/overhead.txt
+	for i in $$(seq $(BENCHCOUNT)); do $(GO) test -run '^$$' -bench 'Overhead/seq' -benchmem -count 1 . >> docs/data/overhead.txt; done
+
+charts:
+	cd bench && $(GO) run ./charts -bench ../docs/data/overhead.txt -out ../docs/performance.png
+	cd bench && $(GO) run ./charts -conformance ../conformance/results.md -out ../docs/conformance.png
 
 bench-peers:
 	rm -f bench/success.txt

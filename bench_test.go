@@ -83,6 +83,14 @@ func BenchmarkOverhead(b *testing.B) {
 				WithAttemptHeader("Retry-Attempt"), WithIdempotencyKeys())
 		}},
 		{"retryhttp+opaque", func() http.RoundTripper { return New(mem) }},
+		{"retryhttp+operations", func() http.RoundTripper { // a policy's operations, none of which matches
+			p := Policy{Operations: []Policy{{Match: "POST /a/*"}, {Match: "GET /b/*/c"}}}
+			opts, err := p.Options()
+			if err != nil {
+				panic(err)
+			}
+			return New(base(), opts...)
+		}},
 	}
 	for _, parallel := range []bool{false, true} {
 		for _, c := range contenders {
