@@ -57,7 +57,7 @@ func throttle(resp *http.Response, err error) retryhttp.Decision {
 			return retryhttp.Retry
 		}
 	}
-	return retryhttp.Default
+	return retryhttp.NoOpinion
 }
 
 // newDynamo returns a DynamoDB client for endpoint whose requests go
