@@ -76,6 +76,7 @@ type simulation struct {
 	perAtt        time.Duration
 	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
 	op            *simOp // a policy's operation, for requests to /op
+	final503      bool   // WithNonRetryableStatuses(503): the outages' answers are final
 	callers       []simCaller
 	faults        simFaults
 
@@ -230,6 +231,10 @@ func drawSim(seed uint64) *simulation {
 		s.op = op
 		s.opts = append(s.opts, popts...)
 		s.desc = append(s.desc, fmt.Sprintf("operation=%+v", *op))
+	}
+	if r.IntN(8) == 0 {
+		s.final503 = true
+		add(WithNonRetryableStatuses(503), "non-retryable=503")
 	}
 	if r.IntN(6) == 0 {
 		s.faults.shouldRetry = []string{"false", "true"}[r.IntN(2)]
@@ -541,6 +546,13 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if len(sent) > limit {
 			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
+		}
+		// A 503 that is not retryable ends the call, unless the server
+		// says x-should-retry: true; only errors (a hang, a timeout, a
+		// panic) are retried then, and hedges are extra copies.
+		if s.final503 && s.faults.shouldRetry != "true" && s.perAtt == 0 && s.faults.hangs[c.id] == 0 &&
+			s.faults.panics[c.id] == 0 && len(sent) > 1+s.hedge {
+			fail("caller %s: %d attempts, but 503 is not retryable", c.id, len(sent))
 		}
 		if c.method == "POST" && !c.keyed && !declared && len(sent) > 1 {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
