@@ -9,18 +9,10 @@ import (
 	"time"
 )
 
-// Policies in the flat form of earlier versions, as JSON, become one named Transport per
-// dependency with the options it says.
+// Policies in the flat form of earlier versions, as JSON, become one named
+// Transport per dependency with the options they say.
 func TestLoadPolicies(t *testing.T) {
-	f, err := os.Open("testdata/policies.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ps, err := LoadPolicies(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := loadFile(t, "testdata/policies.json")
 	trs, err := ps.Transports(nil, WithMaxAttempts(9))
 	if err != nil {
 		t.Fatal(err)
