@@ -33,10 +33,11 @@ import (
 //	  "owner": "case-platform-team"
 //	}
 //
-// Dependency, Operation, InteractionType, Criticality, Fallback and Owner
-// change nothing in how requests are sent: they are kept for the caller
-// (a fallback is the caller's to serve, for example when an error matching
-// ErrCircuitOpen comes back).
+// Dependency names the Transport (Policies.Transports). Operation,
+// InteractionType, Criticality, Fallback and Owner change nothing in how
+// requests are sent: they are kept for the caller (a fallback is the
+// caller's to serve, for example when an error matching ErrCircuitOpen
+// comes back).
 type Policy struct {
 	Dependency string `json:"dependency,omitempty" yaml:"dependency,omitempty"`
 	Operation  string `json:"operation,omitempty" yaml:"operation,omitempty"`

@@ -108,9 +108,9 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 // dependency are its operations: the one without a Match (at most one) is
 // the dependency's, for every request that no operation matches; the
 // others are its Operations, tried in the order given. Operations may
-// repeat the dependency's budget, breaker, connect timeout and
-// observability but not change them, since they apply to the Transport as
-// a whole. NewPolicies checks every policy; the error names the
+// repeat what the dependency says of the Transport as a whole (budget,
+// breaker, hedging, observability, time_budget.connect_timeout_ms,
+// retry.body_buffer_limit_bytes) but not change it. NewPolicies checks every policy; the error names the
 // dependency and the field.
 func NewPolicies(docs ...Policy) (Policies, error) {
 	ps := Policies{}
