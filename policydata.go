@@ -96,10 +96,10 @@ type Policy struct {
 type SemanticSafety struct {
 	// Idempotent: true declares every request the policy applies to safe
 	// to repeat, whatever its method (WithIdempotentIf): repeating it does
-	// what sending it once does, with or without a side effect. False, or
-	// left out, declares nothing: the method and an idempotency key
-	// decide, as for any request (retry.max_attempts_total: 1 sends each
-	// request once).
+	// what sending it once does, with or without a side effect. False
+	// declares nothing: the method and an idempotency key decide, as for
+	// any request (retry.max_attempts_total: 1 sends each request once);
+	// in an operation, it undoes the dependency's declaration.
 	Idempotent bool `json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
 	// SideEffect: false with Idempotent: false is a contradiction (a
 	// request without a side effect is idempotent) and is refused.

@@ -27,7 +27,7 @@ func (p Policy) Options() ([]Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	ropts, err := q.requestOptions()
+	ropts, err := q.requestOptions(false)
 	if err != nil {
 		return nil, names.rename(err)
 	}
@@ -110,8 +110,9 @@ func (p Policy) transportKey() string {
 	return string(b)
 }
 
-// requestOptions are the options that may differ per operation.
-func (p Policy) requestOptions() ([]Option, error) {
+// requestOptions are the options that may differ per operation: those of
+// the dependency's policy, or of an operation's (op).
+func (p Policy) requestOptions(op bool) ([]Option, error) {
 	var opts []Option
 	r := RetrySpec{}
 	if p.Retry != nil {
@@ -158,7 +159,7 @@ func (p Policy) requestOptions() ([]Option, error) {
 			opts = append(opts, d.opt(v))
 		}
 	}
-	so, err := p.safetyOptions()
+	so, err := p.safetyOptions(op)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,9 @@ func millis(field string, ms int64) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-func (p Policy) safetyOptions() ([]Option, error) {
+// safetyOptions are the options of the semantic_safety section of a
+// dependency's policy, or of an operation's (op).
+func (p Policy) safetyOptions(op bool) ([]Option, error) {
 	s := p.SemanticSafety
 	if s == nil {
 		return nil, nil
@@ -195,6 +198,14 @@ func (p Policy) safetyOptions() ([]Option, error) {
 			return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
 		}
 		opts = append(opts, WithIdempotentIf(rs.match))
+	case op:
+		// An operation's section that declares nothing undoes the
+		// dependency's declaration: its idempotent: false under the
+		// dependency's true.
+		opts = append(opts, Option{apply: func(c *config) error {
+			c.declaredSafe = nil
+			return nil
+		}, name: "WithIdempotentIf", perRequest: true})
 	}
 	if len(s.IdempotencyKeys) > 0 {
 		for _, m := range s.IdempotencyKeys {
@@ -235,7 +246,7 @@ func (p Policy) operationsOption() (Option, error) {
 		if err != nil {
 			return Option{}, opErr(i, op, fieldErr("match", "%v", err))
 		}
-		opts, err := q.requestOptions()
+		opts, err := q.requestOptions(true)
 		if err != nil {
 			return Option{}, opErr(i, op, names.rename(err))
 		}

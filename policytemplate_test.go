@@ -138,7 +138,10 @@ func mustConfig(t *testing.T, p Policy) *config {
 // method and path; the dependency's own applies to the rest.
 func TestPolicyOperations(t *testing.T) {
 	const doc = `[
-	  {"dependency": "parties", "retry": {"max_attempts_total": 4}, "budget": {"max_retry_ratio": 0.5}},
+	  {"dependency": "parties", "retry": {"max_attempts_total": 4}, "budget": {"max_retry_ratio": 0.5},
+	   "semantic_safety": {"idempotent_requests": ["POST /parties/*/notes"]}},
+	  {"dependency": "parties", "operation": "note", "match": "POST /parties/0/notes",
+	   "semantic_safety": {"idempotent": false, "side_effect": true}},
 	  {"dependency": "parties", "operation": "get", "match": "GET /parties/*", "retry": {"max_attempts_total": 2},
 	   "budget": {"max_retry_ratio": 0.5}},
 	  {"dependency": "parties", "operation": "search", "match": "POST /parties/*/search",
@@ -148,7 +151,7 @@ func TestPolicyOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ops := ps["parties"].Operations; len(ops) != 2 || ops[0].Operation != "get" || ops[1].Operation != "search" {
+	if ops := ps["parties"].Operations; len(ops) != 3 || ops[1].Operation != "get" || ops[2].Operation != "search" {
 		t.Fatalf("operations %+v", ops)
 	}
 	opts, _ := ps["parties"].Options()
@@ -160,6 +163,8 @@ func TestPolicyOperations(t *testing.T) {
 		{"POST", "/parties/7/search", 4}, // declared safe; the dependency's attempts
 		{"POST", "/parties", 1},          // no operation: a bare POST is sent once
 		{"GET", "/other", 4},             // no operation: the dependency's
+		{"POST", "/parties/7/notes", 4},  // declared by the dependency
+		{"POST", "/parties/0/notes", 1},  // the operation undoes the declaration
 	} {
 		base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503)...)
 		tr, _ := testTransport(base, opts...)
