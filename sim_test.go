@@ -524,8 +524,8 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		o, sent := outcomes[i], b.sent[c.id]
 		limit := s.maxAtt
 		declared := c.declared || (c.safeHeader && s.safeIf)
-		if c.op {
-			limit, declared = s.op.attempts, declared || s.op.safe
+		if c.op { // the operation's declaration replaces the Transport's
+			limit, declared = s.op.attempts, c.declared || s.op.safe
 		}
 		if c.maxAttempts > 0 {
 			limit = c.maxAttempts
