@@ -17,12 +17,14 @@ type requestOptions struct{ opts []Option }
 
 // WithRequestOptions returns a context that carries opts for the requests
 // made with it: they apply on top of the Transport's own options, for
-// those requests only. Only the per-request subset is accepted:
+// those requests only (and over those of a policy's operation that
+// matches them). Only the per-request subset is accepted:
 // WithMaxAttempts, WithBackoff, WithRetryableStatuses,
-// WithPerAttemptTimeout, WithMaxRetryAfter, WithMaxElapsed, WithRetryIf,
-// WithIdempotencyKeys and WithIdempotentIf. Like New, it panics, naming the option, if an option is
-// invalid or is not one of those. A request without them costs nothing
-// more than one context lookup.
+// WithNonRetryableStatuses, WithPerAttemptTimeout, WithMaxRetryAfter,
+// WithMaxElapsed, WithRetryIf, WithIdempotencyKeys and WithIdempotentIf.
+// Like New, it panics, naming the option, if an option is invalid or is
+// not one of those. A request without them costs nothing more than one
+// context lookup.
 func WithRequestOptions(ctx context.Context, opts ...Option) context.Context {
 	var scratch config
 	for _, o := range opts {
