@@ -28,6 +28,9 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 	plain := func(o ...Option) *Transport {
 		tr := New(&staticTransport{resp}, o...)
 		tr.c.markOwner = false
+		for _, oc := range tr.c.opConfigs {
+			oc.markOwner = false
+		}
 		return tr
 	}
 	tests := []struct {
@@ -39,6 +42,7 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 		{"no budget", plain(WithoutBudget())},
 		{"no breaker", plain(WithoutRetryBreaker())},
 		{"max elapsed", plain(WithMaxElapsed(time.Minute))},
+		{"a policy's operations", plain(operations(t, "POST /a/*", "GET /path"))}, // the second matches
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/path", nil)
 	upper, _ := http.NewRequest("GET", "http://Example.TEST:80/path", nil) // the same host, spelt otherwise
@@ -78,3 +82,18 @@ func TestSuccessPathSendsCallersRequest(t *testing.T) {
 type RoundTripperFuncForTest func(*http.Request) (*http.Response, error)
 
 func (f RoundTripperFuncForTest) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// operations returns the option of a policy whose operations match each
+// of the routes, each with attempts of its own.
+func operations(t *testing.T, routes ...string) Option {
+	t.Helper()
+	var p Policy
+	for i, r := range routes {
+		p.Operations = append(p.Operations, Policy{Match: r, Retry: &RetrySpec{MaxAttemptsTotal: 2 + i}})
+	}
+	opts, err := p.Options()
+	if err != nil || len(opts) != 1 {
+		t.Fatalf("operations: %d options, %v", len(opts), err)
+	}
+	return opts[0]
+}
