@@ -167,12 +167,16 @@ type BudgetSpec struct {
 	Disabled            bool     `json:"disabled,omitempty" yaml:"disabled,omitempty"`
 }
 
-// BreakerSpec is a BreakerConfig written as data.
+// BreakerSpec is a BreakerConfig written as data (WithRetryBreaker), or
+// none if Disabled (WithoutRetryBreaker).
 type BreakerSpec struct {
-	Disabled  bool     `json:"disabled,omitempty" yaml:"disabled,omitempty"`
-	FailFast  bool     `json:"fail_fast,omitempty" yaml:"fail_fast,omitempty"`
-	Threshold int      `json:"threshold,omitempty" yaml:"threshold,omitempty"`
-	MaxHold   Duration `json:"max_hold,omitempty" yaml:"max_hold,omitempty"`
+	Disabled  bool  `json:"disabled,omitempty" yaml:"disabled,omitempty"`
+	FailFast  bool  `json:"fail_fast,omitempty" yaml:"fail_fast,omitempty"`
+	Threshold int   `json:"threshold,omitempty" yaml:"threshold,omitempty"`
+	MaxHoldMS int64 `json:"max_hold_ms,omitempty" yaml:"max_hold_ms,omitempty"`
+	// Deprecated: use MaxHoldMS, in milliseconds as every duration of a
+	// policy is.
+	MaxHold Duration `json:"max_hold,omitempty" yaml:"max_hold,omitempty"`
 }
 
 // Fallback is what the caller serves when the dependency cannot answer.
@@ -293,6 +297,17 @@ func (p Policy) normalized() (Policy, flatNames, error) {
 			func() { ss.IdempotentRequests = p.IdempotentRequests }},
 	}
 	var names flatNames
+	if b := p.Breaker; b != nil && b.MaxHold != 0 {
+		switch {
+		case b.MaxHold < 0:
+			return p, nil, fieldErr("breaker.max_hold", "%v is negative", b.MaxHold)
+		case b.MaxHoldMS != 0:
+			return p, nil, fieldErr("breaker.max_hold", "written again as breaker.max_hold_ms: keep breaker.max_hold_ms alone")
+		}
+		nb := *b
+		nb.MaxHoldMS, nb.MaxHold = ms(b.MaxHold), 0
+		q.Breaker = &nb
+	}
 	for _, m := range moves {
 		if !m.set {
 			continue

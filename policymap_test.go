@@ -45,7 +45,7 @@ var policyFields = []struct{ path, value, option string }{
 	{"breaker.disabled", `true`, "WithoutRetryBreaker"},
 	{"breaker.fail_fast", `true`, "WithRetryBreaker"},
 	{"breaker.threshold", `5`, "WithRetryBreaker"},
-	{"breaker.max_hold", `"1s"`, "WithRetryBreaker"},
+	{"breaker.max_hold_ms", `1000`, "WithRetryBreaker"},
 	{"hedging.delay_ms", `20`, "WithHedging"},
 	{"hedging.percentile", `0.9`, "WithHedging"},
 	{"hedging.max_extra", `2`, "WithHedging"},
@@ -77,7 +77,7 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 			if tag == "-" || tag == "" {
 				continue
 			}
-			if (prefix == "" && isFlat(f.Name)) || strings.HasPrefix(f.Name, "Operations") {
+			if deprecatedField[prefix+tag] {
 				continue
 			}
 			ft := f.Type
@@ -130,14 +130,12 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 	}
 }
 
-// isFlat reports whether a Policy field is one of the deprecated flat form.
-func isFlat(name string) bool {
-	switch name {
-	case "MaxAttemptsTotal", "Backoff", "InitialDelay", "MaxDelay", "RetryableStatus", "NonRetryableStatus",
-		"PerAttemptTimeout", "MaxElapsed", "MaxRetryAfter", "IdempotencyKeys", "IdempotentRequests":
-		return true
-	}
-	return false
+// deprecatedField are the fields of the flat form, by path.
+var deprecatedField = map[string]bool{
+	"max_attempts_total": true, "backoff": true, "initial_delay": true, "max_delay": true,
+	"retryable_status": true, "non_retryable_status": true, "per_attempt_timeout": true,
+	"max_elapsed": true, "max_retry_after": true, "idempotency_keys": true,
+	"idempotent_requests": true, "breaker.max_hold": true,
 }
 
 // nest writes a policy with value at path: "a.b", 1 is {"a": {"b": 1}}.

@@ -400,14 +400,16 @@ func (p Policy) breakerOption() (Option, error) {
 		return Option{}, fieldErr("breaker.threshold", "%d is negative", b.Threshold)
 	case b.Threshold > maxThreshold:
 		return Option{}, fieldErr("breaker.threshold", "%d is above %d", b.Threshold, maxThreshold)
-	case b.MaxHold < 0:
-		return Option{}, fieldErr("breaker.max_hold", "%v is negative", time.Duration(b.MaxHold))
+	}
+	hold, err := millis("breaker.max_hold_ms", b.MaxHoldMS)
+	if err != nil {
+		return Option{}, err
 	}
 	if b.Disabled {
 		return WithoutRetryBreaker(), nil
 	}
 	return WithRetryBreaker(BreakerConfig{FailFast: b.FailFast, Threshold: b.Threshold,
-		MaxHold: time.Duration(b.MaxHold)}), nil
+		MaxHold: hold}), nil
 }
 
 // dialOption sets the dial timeout of the base the Transport builds, if

@@ -115,6 +115,15 @@ func TestPolicyFlatFormMatchesSections(t *testing.T) {
 		a.maxElapsed != b.maxElapsed || a.statuses != b.statuses || (a.declaredSafe == nil) != (b.declaredSafe == nil) {
 		t.Errorf("flat %+v\nsections %+v", a, b)
 	}
+	for _, doc := range []string{`{"breaker": {"max_hold": "2s"}}`, `{"breaker": {"max_hold_ms": 2000}}`} {
+		p, err := ParsePolicy([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := mustConfig(t, p); c.breaker == nil || c.breaker.MaxHold != 2*time.Second {
+			t.Errorf("%s: breaker %+v, want MaxHold 2s", doc, c.breaker)
+		}
+	}
 	if _, err := (Policy{MaxAttemptsTotal: 2, Retry: &RetrySpec{MaxAttemptsTotal: 3}}).Options(); err == nil ||
 		!strings.Contains(err.Error(), "max_attempts_total: written again as retry.max_attempts_total") {
 		t.Errorf("a field written both ways: %v", err)
