@@ -322,6 +322,72 @@ func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 	})
 }
 
+// A held retry never goes past WithMaxElapsed, not even as the probe that
+// a held retry at its limit becomes once the probe in flight ends: the
+// request gives up with its last response, reason max_elapsed.
+func TestHeldRetryStopsAtMaxElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fail atomic.Bool
+		var mu sync.Mutex
+		sent := map[string][]time.Duration{}
+		t0 := time.Now()
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			id := r.Header.Get("X-Id")
+			mu.Lock()
+			sent[id] = append(sent[id], time.Since(t0))
+			n := len(sent[id])
+			mu.Unlock()
+			if id == "a" && n > 1 { // a's retry, the probe, hangs
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			}
+			code := 200
+			if fail.Load() {
+				code = 503
+			}
+			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		gu := &giveUps{start: t0}
+		tr := New(base, WithBackoff(Constant(10*time.Millisecond)), WithLogger(slog.New(gu)),
+			WithRetryBreaker(BreakerConfig{ProbeTimeout: time.Second}))
+		openBreaker(t, tr, &fail)
+		call := func(id string, ctx context.Context) (*http.Response, error) {
+			req := newRequest(t, "GET", "http://h/", nil).WithContext(ctx)
+			req.Header.Set("X-Id", id)
+			return tr.RoundTrip(req)
+		}
+		ctxA, cancelA := context.WithCancel(context.Background())
+		doneA := make(chan struct{})
+		go func() {
+			defer close(doneA)
+			if resp, err := call("a", ctxA); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		defer func() { cancelA(); <-doneA }()
+		time.Sleep(50 * time.Millisecond) // a's retry is the probe in flight
+		b0 := time.Since(t0)
+		resp, err := call("b", WithRequestOptions(context.Background(), WithMaxElapsed(100*time.Millisecond)))
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("RoundTrip = %v, %v; want the 503", resp, err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sent["a"]) < 2 {
+			t.Fatalf("a sent %v: its retry never became the probe", sent["a"])
+		}
+		for _, at := range sent["b"] {
+			if at-b0 > 100*time.Millisecond {
+				t.Errorf("b's attempt went %v after it began, past WithMaxElapsed(100ms): %v", at-b0, sent["b"])
+			}
+		}
+		if n := len(gu.list); n == 0 || gu.list[n-1].reason != string(GiveUpMaxElapsed) {
+			t.Errorf("give-ups %v, want max_elapsed last", gu.list)
+		}
+	})
+}
+
 // Per-request options bind hedging: NoRetry and WithMaxAttempts(1) send
 // one copy.
 func TestHedgeHonoursPerRequestOptions(t *testing.T) {

@@ -92,8 +92,10 @@
 //     Retry-After, and no later than the context deadline or
 //     [WithMaxElapsed]. There it gives up with its last response, reason
 //     breaker, if an attempt sent to the host since it was held has failed;
-//     if none has, it goes as the probe itself, free of the budget, and
-//     gives up only if that fails and its schedule is spent.
+//     if none has, it goes as the probe itself (once no other probe is in
+//     flight), free of the budget, and gives up only if that fails and its
+//     schedule is spent. Past WithMaxElapsed it never goes, not even as
+//     the probe: it gives up, reason max_elapsed.
 //
 // First attempts are never held; with FailFast they are refused
 // ([ErrCircuitOpen]) while the breaker is open, except one in six and the

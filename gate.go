@@ -383,6 +383,9 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 		w, err := g.holdOnce(k, notBefore, limit)
 		if w == nil || err != nil {
 			// Without a holder: the probe (k.t.probe), or a give-up.
+			if err == nil && k.t.probe == 0 && k.pastMaxElapsed(time.Now()) {
+				return GiveUpMaxElapsed, nil
+			}
 			return giveUpIf(err == nil && k.t.probe == 0), err
 		}
 		if err := sleepUntil(k.ctx, w.turn); err != nil {
@@ -472,7 +475,10 @@ const (
 func (g *gate) holdStep(k *call, w *holder, now time.Time) holdStepResult {
 	hs, cb := k.hs, &k.hs.cb
 	atLimit := !now.Before(w.limit)
-	if atLimit && cb.lastFail > w.seq {
+	if (atLimit && cb.lastFail > w.seq) || k.pastMaxElapsed(now) {
+		// Its limit, after a failure since it was held; or past
+		// WithMaxElapsed, which no attempt may start after, not even
+		// as the probe.
 		return stepGiveUp
 	}
 	if !cb.probeDue(w, now) {

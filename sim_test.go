@@ -77,6 +77,7 @@ type simulation struct {
 	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
 	op            *simOp // a policy's operation, for requests to /op
 	final503      bool   // WithNonRetryableStatuses(503): the outages' answers are final
+	noBuffer      bool   // WithBodyBufferLimit(0): a body without GetBody is sent once
 	callers       []simCaller
 	faults        simFaults
 
@@ -123,6 +124,7 @@ type simOp struct {
 type simCaller struct {
 	id          string
 	op          bool // to /op, the drawn operation's path
+	streamed    bool // a POST body without GetBody (a pipe, say): the Transport keeps it to send it again
 	host        string
 	method      string
 	keyed       bool
@@ -233,6 +235,10 @@ func drawSim(seed uint64) *simulation {
 		s.desc = append(s.desc, fmt.Sprintf("operation=%+v", *op))
 	}
 	if r.IntN(8) == 0 {
+		s.noBuffer = true
+		add(WithBodyBufferLimit(0), "body-buffer=0")
+	}
+	if r.IntN(8) == 0 {
 		s.final503 = true
 		add(WithNonRetryableStatuses(503), "non-retryable=503")
 	}
@@ -288,6 +294,7 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
 		}
 		c.op = s.op != nil && r.IntN(2) == 0
+		c.streamed = c.method == "POST" && r.IntN(3) == 0
 		switch r.IntN(10) {
 		case 0:
 			c.noRetry = true
@@ -486,6 +493,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	var body io.Reader
 	if c.method == "POST" {
 		body = strings.NewReader("payload")
+		if c.streamed {
+			body = struct{ io.Reader }{body} // http.NewRequest sets no GetBody for it
+		}
 	}
 	path := "/p"
 	if c.op {
@@ -546,6 +556,9 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if len(sent) > limit {
 			fail("caller %s: %d attempts, at most %d allowed", c.id, len(sent), limit)
+		}
+		if c.streamed && s.noBuffer && len(sent) > 1 {
+			fail("caller %s: a body without GetBody, with nothing buffered, was sent %d times", c.id, len(sent))
 		}
 		// A 503 that is not retryable ends the call, unless the server
 		// says x-should-retry: true; only errors (a hang, a timeout, a
