@@ -6,6 +6,7 @@ package retryhttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -230,25 +231,25 @@ type operation struct {
 func (p Policy) operationsOption() (Option, error) {
 	key := p.transportKey()
 	var ops []operation
-	for i, op := range p.Operations {
+	for _, op := range p.Operations {
 		q, names, err := op.normalized()
 		if err != nil {
-			return Option{}, opErr(i, op, err)
+			return Option{}, opErr(op, err)
 		}
 		if len(q.Operations) > 0 {
-			return Option{}, opErr(i, op, fieldErr("operations", "an operation has no operations of its own"))
+			return Option{}, opErr(op, fieldErr("operations", "an operation has no operations of its own"))
 		}
 		if k := q.transportKey(); k != "" && k != key {
-			return Option{}, opErr(i, op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
+			return Option{}, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
 		rs, err := parseRoutes([]string{q.Match})
 		if err != nil {
-			return Option{}, opErr(i, op, fieldErr("match", "%v", err))
+			return Option{}, opErr(op, fieldErr("match", "%v", err))
 		}
 		opts, err := q.requestOptions(true)
 		if err != nil {
-			return Option{}, opErr(i, op, names.rename(err))
+			return Option{}, opErr(op, names.rename(err))
 		}
 		ops = append(ops, operation{rs, opts})
 	}
@@ -258,28 +259,14 @@ func (p Policy) operationsOption() (Option, error) {
 	}, name: "operations"}, nil
 }
 
-func opErr(i int, op Policy, err error) error {
+// opErr is err in the operation op, named by its name or its match.
+func opErr(op Policy, err error) error {
 	name := op.Operation
 	if name == "" {
 		name = op.Match
 	}
-	return &opError{i, name, err}
+	return fmt.Errorf("operation %q: %w", name, err)
 }
-
-// opError is an error in the i-th operation of a policy.
-type opError struct {
-	i    int
-	name string
-	err  error
-}
-
-func (e *opError) Error() string {
-	return "operation " + quote(e.name) + ": " + e.err.Error()
-}
-
-func (e *opError) Unwrap() error { return e.err }
-
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // operationConfigs builds one config per operation from c, once c is
 // complete: each shares c's base, admission, metrics and logger.
