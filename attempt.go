@@ -161,7 +161,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 		}()
 	}
 	if k.c.gate != nil {
-		k.c.gate.sending(k)
+		k.c.gate.sending(k, n)
 	}
 	if n == 1 && k.c.gate != nil && k.c.gate.hedge != nil {
 		return k.hedged(body)

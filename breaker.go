@@ -48,8 +48,11 @@ type BreakerConfig struct {
 	// backoff's upper bounds for every retry (2.8s with the defaults)
 	// after the request's first failure, and never before its own wait
 	// (Retry-After included) has ended. A retry that reaches its limit
-	// gives up only if an attempt sent to the host since the retry was
-	// held has failed; otherwise it goes out as the probe itself. A
+	// gives up only if an attempt sent to the host since it was held has
+	// failed, and a retry or a probe has failed since the host began
+	// failing (failed first attempts alone do not show that a retry would
+	// fail).
+	// Otherwise it goes out as the probe itself. A
 	// context deadline that comes sooner ends the hold sooner. The
 	// request then gives up with its last response, reason "breaker".
 	MaxHold time.Duration
@@ -260,11 +263,14 @@ func (cb *circuit) probeEnded(ticket uint64, now time.Time) {
 	}
 }
 
-// expire counts a probe that outlived its timeout as failed.
-func (cb *circuit) expire(cfg *BreakerConfig, now time.Time, seq uint64) {
+// expire counts a probe that outlived its timeout as failed, and reports
+// whether there was one.
+func (cb *circuit) expire(cfg *BreakerConfig, now time.Time, seq uint64) bool {
 	if cb.probing != 0 && !now.Before(cb.probeEnd) {
 		cb.failed(cfg, now, seq, cb.probing)
+		return true
 	}
+	return false
 }
 
 // claimProbe makes ticket the probe in flight.

@@ -226,22 +226,41 @@ func TestBreakerProbeChargedToBudget(t *testing.T) {
 }
 
 // A held retry gives up at its limit only if an attempt sent to the host
-// since it was held has failed; a cancelled context ends the hold.
+// since it was held has failed, and a retry has failed since the breaker
+// opened: first attempts alone that fail (requests that each fail once)
+// do not make it give up; it goes as the probe. A cancelled context ends
+// the hold.
 func TestBreakerHoldBounded(t *testing.T) {
+	for _, tt := range []struct {
+		retryFailed bool // a retry failed after the breaker opened, before the hold
+		attempt     int  // the attempt that fails while it is held
+		want        string
+	}{{false, 2, "breaker"}, {false, 1, "probe"}, {true, 1, "breaker"}} {
+		synctest.Test(t, func(t *testing.T) {
+			c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
+			h := c.gate.hosts.get("h")
+			trip(c, h)
+			if tt.retryFailed {
+				k := &call{c: c, hs: h}
+				c.gate.sending(k, 2)
+				c.gate.record(k, &result{retryable: true})
+			}
+			go func() {
+				time.Sleep(10 * time.Millisecond)
+				k := &call{c: c, hs: h}
+				c.gate.sending(k, tt.attempt) // sent while a retry is held
+				c.gate.record(k, &result{retryable: true})
+			}()
+			start := time.Now()
+			if got := held(c, context.Background(), time.Now().Add(30*time.Millisecond)); got != tt.want || time.Since(start) != 30*time.Millisecond {
+				t.Errorf("hold past its limit, attempt %d failed meanwhile (a retry before: %v) = %s after %v, want %s after 30ms",
+					tt.attempt, tt.retryFailed, got, time.Since(start), tt.want)
+			}
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
-		h := c.gate.hosts.get("h")
-		trip(c, h)
-		go func() {
-			time.Sleep(10 * time.Millisecond)
-			k := &call{c: c, hs: h}
-			c.gate.sending(k) // numbered: sent while a retry is held
-			c.gate.record(k, &result{retryable: true})
-		}()
-		start := time.Now()
-		if got := held(c, context.Background(), time.Now().Add(30*time.Millisecond)); got != "breaker" || time.Since(start) != 30*time.Millisecond {
-			t.Errorf("hold past its limit = %s after %v, want breaker after 30ms", got, time.Since(start))
-		}
+		trip(c, c.gate.hosts.get("h"))
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(20*time.Millisecond, cancel)
 		if got := held(c, ctx, time.Now().Add(time.Hour)); got != context.Canceled.Error() {

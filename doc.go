@@ -91,11 +91,14 @@
 //     (2.8s with the defaults; MaxHold if set), never before its
 //     Retry-After, and no later than the context deadline or
 //     [WithMaxElapsed]. There it gives up with its last response, reason
-//     breaker, if an attempt sent to the host since it was held has failed;
-//     if none has, it goes as the probe itself (once no other probe is in
-//     flight), free of the budget, and gives up only if that fails and its
-//     schedule is spent. Past WithMaxElapsed it never goes, not even as
-//     the probe: it gives up, reason max_elapsed.
+//     breaker, if an attempt sent to the host since it was held has
+//     failed and a retry or a probe has failed since the host began
+//     failing (failed first attempts alone do not show that a retry would
+//     fail: requests that each fail once must not be lost). Otherwise it
+//     goes as the probe itself (once no other probe is in flight), free
+//     of the budget, and gives up only if that fails and its schedule is
+//     spent. Past WithMaxElapsed it never goes, not even as the probe: it
+//     gives up, reason max_elapsed.
 //
 // First attempts are never held; with FailFast they are refused
 // ([ErrCircuitOpen]) while the breaker is open, except one in six and the

@@ -34,10 +34,17 @@ type hostState struct {
 	open  atomic.Bool  // the breaker is open (mirrors cb.open)
 	held  atomic.Int32 // retries held now: while any are, attempts are numbered
 	since atomic.Int64 // UnixNano of the failure that took the score off 0
-	seq   atomic.Uint64
-	bh    *hostEntry[hostBudget] // the budget's counts for this host, nil without one
-	lat   *latencies             // recent latencies, with hedging only
-	host  string                 // the canonical host, for breaker events
+	// retryFailed: a retry or a probe has failed since the score left 0.
+	// Until one has, the failures are first attempts only, which say
+	// nothing of whether a retry would succeed (requests that each fail
+	// once, as a test's fake does, or a bad backend behind a balancer):
+	// they make no held retry give up at its limit, where it goes as the
+	// probe instead.
+	retryFailed atomic.Bool
+	seq         atomic.Uint64
+	bh          *hostEntry[hostBudget] // the budget's counts for this host, nil without one
+	lat         *latencies             // recent latencies, with hedging only
+	host        string                 // the canonical host, for breaker events
 
 	mu sync.Mutex
 	cb circuit
@@ -54,6 +61,7 @@ type ticket struct {
 	charged    bool      // the next attempt's retry is charged to the budget
 	chargedSec int64     // in this second
 	seq        uint64    // the attempt in flight's number, if retries were held when it went
+	retry      bool      // the attempt in flight is a retry or a probe
 	probe      uint64    // the attempt in flight is this probe, if not 0
 	lastDelay  time.Duration
 }
@@ -144,6 +152,7 @@ func (hs *hostState) scoreAnswer() {
 		if hs.score.CompareAndSwap(s, n) {
 			if n == 0 {
 				hs.since.Store(0)
+				hs.retryFailed.Store(false)
 			}
 			return
 		}
@@ -169,7 +178,7 @@ func (g *gate) admitFirst(k *call) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	now := time.Now()
-	hs.cb.expire(g.breaker, now, hs.seq.Load())
+	g.expire(hs, now)
 	if !hs.cb.open {
 		return true
 	}
@@ -182,10 +191,13 @@ func (g *gate) admitFirst(k *call) bool {
 	return false
 }
 
-// sending numbers an attempt about to go, while retries are held, so that
-// a held retry can tell whether the host failed since it was held.
-func (g *gate) sending(k *call) {
+// sending numbers attempt n, about to go, while retries are held, so that
+// a held retry can tell whether the host failed since it was held, and
+// notes whether it is a retry (or a probe), whose failure shows that
+// retries fail too.
+func (g *gate) sending(k *call, n int) {
 	k.t.seq = 0
+	k.t.retry = n > 1 || k.t.probe != 0
 	if hs := k.hs; hs != nil && hs.held.Load() > 0 {
 		k.t.seq = hs.seq.Add(1)
 	}
@@ -209,6 +221,7 @@ func (g *gate) record(k *call, r *result) {
 				if hs.cb.open {
 					hs.score.Store(0)
 					hs.since.Store(0)
+					hs.retryFailed.Store(false)
 				}
 				hs.cb.release(time.Now())
 				hs.open.Store(false)
@@ -221,6 +234,9 @@ func (g *gate) record(k *call, r *result) {
 	case r.retryable:
 		now := time.Now()
 		s := hs.scoreFail(now, g.scoreCap())
+		if t.retry && !hs.retryFailed.Load() {
+			hs.retryFailed.Store(true)
+		}
 		if g.breaker == nil {
 			return
 		}
@@ -274,6 +290,14 @@ func (g *gate) changed(k *call, ev BreakerEvent) {
 	}
 	if f := g.breaker.OnStateChange; f != nil {
 		f(ev)
+	}
+}
+
+// expire counts the probe in flight as failed if it outlived its timeout;
+// hs.mu is held.
+func (g *gate) expire(hs *hostState, now time.Time) {
+	if hs.cb.expire(g.breaker, now, hs.seq.Load()) && !hs.retryFailed.Load() {
+		hs.retryFailed.Store(true)
 	}
 }
 
@@ -339,7 +363,7 @@ func (g *gate) claimFailFast(k *call) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	now := time.Now()
-	hs.cb.expire(g.breaker, now, hs.seq.Load())
+	g.expire(hs, now)
 	if !hs.cb.open {
 		return true
 	}
@@ -370,8 +394,9 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 // hold holds a retry until a success to the host releases it (it then
 // goes at its paced turn), it may go as the probe, or its limit: there it
 // gives up (GiveUpBreaker) if an attempt sent to the host since it was
-// held has failed, and otherwise goes as the probe itself, once none is
-// in flight. It never lets the retry go before notBefore. A context that
+// held has failed and a retry or probe has failed since the host began
+// failing (hostState.retryFailed), and otherwise goes as the probe itself,
+// once none is in flight. It never lets the retry go before notBefore. A context that
 // ends first ends the hold with its error.
 func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	if k.t.wasHeld && !time.Now().Before(k.t.firstFail.Add(k.c.schedule)) && g.breaker.MaxHold == 0 {
@@ -426,7 +451,7 @@ func (g *gate) holdOnce(k *call, notBefore, limit time.Time) (*holder, error) {
 	for range maxHoldTurns { // each turn waits for an event or a timer
 		hs.mu.Lock()
 		now = time.Now()
-		cb.expire(g.breaker, now, hs.seq.Load())
+		g.expire(hs, now)
 		if w.released {
 			hs.mu.Unlock()
 			return w, nil
@@ -475,8 +500,9 @@ const (
 func (g *gate) holdStep(k *call, w *holder, now time.Time) holdStepResult {
 	hs, cb := k.hs, &k.hs.cb
 	atLimit := !now.Before(w.limit)
-	if (atLimit && cb.lastFail > w.seq) || k.pastMaxElapsed(now) {
-		// Its limit, after a failure since it was held; or past
+	if (atLimit && hs.retryFailed.Load() && cb.lastFail > w.seq) || k.pastMaxElapsed(now) {
+		// Its limit, after a failure since it was held while retries
+		// are seen failing; or past
 		// WithMaxElapsed, which no attempt may start after, not even
 		// as the probe.
 		return stepGiveUp

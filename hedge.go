@@ -298,6 +298,6 @@ func (k *call) dropCopy(cr copyResult, r result) {
 	cr.cancel(context.Canceled)
 	k.c.metrics.attempt(r.outcome)
 	if cr.a.end != nil {
-		cr.a.end(AttemptEnd{Err: r.err, Outcome: r.outcome.String(), Retryable: r.retryable})
+		cr.a.end(AttemptEnd{Err: r.err, Outcome: r.outcome.String(), Retryable: r.retryable, End: time.Now()})
 	}
 }

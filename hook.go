@@ -22,15 +22,21 @@ type AttemptStart struct {
 	Name        string        // the Transport's name (WithName), "default" if it has none
 }
 
-// AttemptEnd describes how an attempt ended, and what came of it.
+// AttemptEnd describes how an attempt ended, and what came of it. It is
+// reported once that is known: at once for an attempt that ends the
+// request, and for one that is retried, after the retry's wait (a hold
+// included), as the retry goes. A retry that gives up in its wait (held by
+// the breaker to its limit) is reported with its GiveUp reason, not as
+// Retried; one whose caller's context ended in the wait, with neither.
 type AttemptEnd struct {
-	Response  *http.Response // nil if the attempt ended in an error; do not read its body
+	Response  *http.Response // nil if the attempt ended in an error (or its response was let go during a wait); do not read its body
 	Err       error
 	Outcome   string        // the status code ("503") or the error class ("reset", ...)
 	Retryable bool          // the outcome was worth retrying
-	NextDelay time.Duration // the wait before the next attempt, if Retried
-	Retried   bool          // another attempt follows
+	NextDelay time.Duration // the wait before the next attempt, as it was, if Retried
+	Retried   bool          // another attempt follows: it starts next
 	GiveUp    GiveUpReason  // why a retryable outcome was not retried, if it was not
+	End       time.Time     // when the attempt ended (its answer or error came): a span ends here, not when the hook is called
 }
 
 // WithAttemptHook sets a function called before each attempt with its
@@ -56,6 +62,9 @@ func (k *call) endAttempt(r *result, e AttemptEnd) {
 	}
 	end := k.hookEnd
 	k.hookEnd = nil
+	if e.End.IsZero() {
+		e.End = time.Now()
+	}
 	e.Response, e.Err, e.Outcome, e.Retryable = r.resp, r.err, r.outcome.String(), r.retryable
 	end(e)
 }

@@ -71,6 +71,7 @@ type simulation struct {
 	desc          []string
 	failFast      bool
 	budgetDefault bool
+	noBudget      bool
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
@@ -146,6 +147,11 @@ type simFaults struct {
 	raKind      int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*
 	shouldRetry string         // x-should-retry on every answer, if not ""
 	outageOnly  bool
+	// failOnce: every request's first attempt fails and nothing else
+	// does (a test's fake that fails once, a bad backend behind a
+	// balancer): no retry can fail, so none may be lost to admission.
+	failOnce bool
+	spread   time.Duration // callers start within it
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -174,6 +180,7 @@ func drawSim(seed uint64) *simulation {
 	add(WithMaxAttempts(s.maxAtt), fmt.Sprintf("attempts=%d", s.maxAtt))
 	switch r.IntN(4) {
 	case 0:
+		s.noBudget = true
 		add(WithoutBudget(), "budget=off")
 	case 1:
 		ratio, floor := r.Float64()*0.5, float64(r.IntN(20))
@@ -253,6 +260,16 @@ func drawSim(seed uint64) *simulation {
 
 func (s *simulation) drawFaults(r *rand.Rand) {
 	f := &s.faults
+	f.spread = 4000 * time.Millisecond
+	if r.IntN(5) == 0 {
+		f.failOnce = true
+		f.spread = time.Duration(1+r.IntN(200)) * time.Millisecond
+		if r.IntN(3) == 0 {
+			f.latency = time.Duration(r.IntN(5)) * time.Millisecond
+		}
+		s.desc = append(s.desc, fmt.Sprintf("fail-once within %v latency=%v", f.spread, f.latency))
+		return
+	}
 	if r.IntN(6) == 0 {
 		f.outages = [][2]time.Duration{{0, 24 * time.Hour}} // a host that never answers
 	} else {
@@ -279,7 +296,7 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 	hosts := 1 + r.IntN(3)
 	for i := range n {
 		c := simCaller{id: strconv.Itoa(i), host: "h" + strconv.Itoa(r.IntN(hosts)), method: "GET",
-			at: time.Duration(r.IntN(4000)) * time.Millisecond}
+			at: time.Duration(r.Int64N(int64(s.faults.spread)))}
 		switch r.IntN(10) {
 		case 0:
 			c.method = "POST"
@@ -301,7 +318,9 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 		case 1:
 			c.maxAttempts = 1 + r.IntN(3)
 		}
-		if !s.faults.outageOnly {
+		if s.faults.failOnce {
+			s.faults.failFirst[c.id] = 1
+		} else if !s.faults.outageOnly {
 			if r.IntN(3) == 0 {
 				s.faults.failFirst[c.id] = 1 + r.IntN(4)
 			}
@@ -588,6 +607,9 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		if c.deadline > 0 && o.end > at+c.deadline {
 			fail("caller %s: ended at %v, after its deadline at %v", c.id, o.end, at+c.deadline)
 		}
+		if s.mustSucceed(c, limit, declared) && (o.resp == nil || o.resp.StatusCode != 200) {
+			fail("caller %s: its retry would have succeeded, but it ended with %v, %v after %d attempts", c.id, simStatus(o.resp), o.err, len(sent))
+		}
 	}
 	if n := b.open.Load(); n != 0 {
 		fail("%d response bodies left open", n)
@@ -613,6 +635,26 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	return errs
+}
+
+// mustSucceed reports whether a caller must end with a 200: in a
+// fail-once script, where no retry fails, nothing but the caller's own
+// limits (its deadline, its attempts, its method, the budget, FailFast's
+// refusals, the server's x-should-retry: false) may cost it its success.
+func (s *simulation) mustSucceed(c simCaller, limit int, declared bool) bool {
+	f := &s.faults
+	retryable := c.method == "GET" || c.keyed || declared
+	return f.failOnce && limit-s.hedge >= 2 && retryable && !(c.streamed && s.noBuffer) &&
+		c.deadline == 0 && !(c.op && s.op.elapsed > 0) &&
+		s.noBudget && !s.failFast && !s.final503 && f.shouldRetry != "false" &&
+		(s.perAtt == 0 || f.latency < s.perAtt)
+}
+
+func simStatus(r *http.Response) any {
+	if r == nil {
+		return "no response"
+	}
+	return r.StatusCode
 }
 
 // checkAlwaysFailing bounds what a host that never answers gets: the

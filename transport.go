@@ -123,17 +123,19 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		if v.giveUp != "" {
 			return k.giveUp(v.giveUp, attempt, &r, v.delay)
 		}
-		k.endAttempt(&r, AttemptEnd{Retried: true, NextDelay: v.delay})
 		decided := time.Now()
+		shown := r // what the hook is told of the attempt, once its wait ends
 		if reason, err := k.wait(adm, v.delay, f.serverWait(), &r); reason != "" || err != nil {
 			closeBody(next)
 			k.unclaim()
 			if err != nil {
+				k.endAttempt(&shown, AttemptEnd{End: decided})
 				if r.resp != nil {
 					r.resp.Body.Close() // kept for a give-up that did not come
 				}
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
+			k.endAttempt(&r, AttemptEnd{GiveUp: reason, End: decided})
 			return k.giveUp(reason, attempt, &r, 0)
 		}
 		if r.resp != nil {
@@ -143,6 +145,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 		if adm == admitHold || k.t.wasHeld {
 			k.t.lastDelay = time.Since(decided) // a hold's wait is what it took
 		}
+		k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.t.lastDelay, End: decided})
 		k.scheduled(attempt, k.t.lastDelay, &r) // reported once it is sure to go
 		prev, body = f.backoff, next            // the Backoff's own last value, not Retry-After's
 	}

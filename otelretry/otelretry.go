@@ -192,7 +192,9 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 			st.giveUp = e.GiveUp
 			st.mu.Unlock()
 		}
-		span.End()
+		// The hook of a retried attempt is called after the retry's wait:
+		// the span ends when the attempt did.
+		span.End(trace.WithTimestamp(e.End))
 	}
 }
 
