@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,81 @@ type simulation struct {
 
 	mu     sync.Mutex
 	events []BreakerEvent
+	hooked bool                // an attempt hook is drawn: hook records what it was told
+	hook   map[string][]string // per caller: "start n", "start n hedge", "end n retried", "end n give-up <reason>", "end n"
+}
+
+// attemptHook records, per caller, what the attempt hook is told.
+func (s *simulation) attemptHook(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd)) {
+	id := a.Request.Header.Get("X-Sim")
+	start := fmt.Sprintf("start %d", a.Attempt)
+	if a.Hedge {
+		start += " hedge"
+	}
+	s.record(id, start)
+	return ctx, func(e AttemptEnd) {
+		end := fmt.Sprintf("end %d", a.Attempt)
+		switch {
+		case e.Retried && e.GiveUp != "":
+			end += " retried and given up"
+		case e.Retried:
+			end += " retried"
+		case e.GiveUp != "":
+			end += " give-up " + string(e.GiveUp)
+		}
+		s.record(id, end)
+	}
+}
+
+func (s *simulation) record(id, ev string) {
+	s.mu.Lock()
+	s.hook[id] = append(s.hook[id], ev)
+	s.mu.Unlock()
+}
+
+// checkHook checks that the attempt hook tells what the metrics count: an
+// end for every start, as many starts as attempts, and an attempt reported
+// as retried only if its retry started.
+func (s *simulation) checkHook(attempts, retries float64, fail func(string, ...any)) {
+	if !s.hooked {
+		return
+	}
+	var starts, retried int
+	panics := false
+	for _, c := range s.callers {
+		if s.faults.panics[c.id] != 0 {
+			panics = true // a panicking attempt's end is never told
+			continue
+		}
+		evs := s.hook[c.id]
+		open, giveUps := 0, 0
+		for i, ev := range evs {
+			var n int
+			switch {
+			case strings.HasPrefix(ev, "start"):
+				starts++
+				open++
+			case strings.HasPrefix(ev, "end"):
+				open--
+				fmt.Sscanf(ev, "end %d", &n)
+				if strings.HasSuffix(ev, " retried") {
+					retried++
+					if !slices.Contains(evs[i+1:], fmt.Sprintf("start %d", n+1)) {
+						fail("caller %s: the hook was told attempt %d was retried, but attempt %d never started: %v", c.id, n, n+1, evs)
+					}
+				}
+				if strings.Contains(ev, "give-up") || strings.Contains(ev, "given up") {
+					giveUps++
+				}
+			}
+		}
+		if open != 0 || giveUps > 1 {
+			fail("caller %s: the hook was told %v", c.id, evs)
+		}
+	}
+	if !panics && (float64(starts) != attempts || float64(retried) != retries) {
+		fail("the hook saw %d starts and %d retried ends; the metrics count %v attempts and %v retries", starts, retried, attempts, retries)
+	}
 }
 
 func (s *simulation) event(ev BreakerEvent) {
@@ -248,6 +324,10 @@ func drawSim(seed uint64) *simulation {
 	if r.IntN(8) == 0 {
 		s.final503 = true
 		add(WithNonRetryableStatuses(503), "non-retryable=503")
+	}
+	if r.IntN(2) == 0 {
+		s.hooked, s.hook = true, map[string][]string{}
+		add(WithAttemptHook(s.attemptHook), "attempt-hook")
 	}
 	if r.IntN(6) == 0 {
 		s.faults.shouldRetry = []string{"false", "true"}[r.IntN(2)]
@@ -634,6 +714,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	s.checkRecovery(b, gu, fail)
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
+	s.checkHook(attempts, retries, fail)
 	return errs
 }
 
