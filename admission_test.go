@@ -101,20 +101,23 @@ func TestParallelConstantZeroRealTime(t *testing.T) {
 }
 
 // 200 concurrent requests that each fail once, with a sub-millisecond
-// backoff and no budget: all succeed, with two attempts each.
+// backoff or none, and no budget (as docs/testing.md advises): all
+// succeed, with two attempts each.
 func TestConcurrentFailOnceAllSucceed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &perRequest{codes: []int{503}}
-		tr := New(base, WithBackoff(FullJitter(50*time.Microsecond, time.Millisecond)), WithoutBudget())
-		if ok := parallel(t, tr, 200); ok != 200 {
-			t.Fatalf("%d of 200 requests succeeded, want 200", ok)
-		}
-		for id, n := range base.seen {
-			if n != 2 {
-				t.Errorf("request %s: %d attempts, want 2", id, n)
+	for _, b := range []Backoff{FullJitter(50*time.Microsecond, time.Millisecond), Constant(0)} {
+		synctest.Test(t, func(t *testing.T) {
+			base := &perRequest{codes: []int{503}}
+			tr := New(base, WithBackoff(b), WithoutBudget())
+			if ok := parallel(t, tr, 200); ok != 200 {
+				t.Fatalf("%T: %d of 200 requests succeeded, want 200", b, ok)
 			}
-		}
-	})
+			for id, n := range base.seen {
+				if n != 2 {
+					t.Errorf("%T: request %s: %d attempts, want 2", b, id, n)
+				}
+			}
+		})
+	}
 }
 
 // The same, in real time and under the race detector, as a user's test
