@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
@@ -362,4 +363,25 @@ func TestSpansDesignAttributes(t *testing.T) {
 	if first := attrs(rec.Ended()[0]); !first["error.retryable"].AsBool() {
 		t.Errorf("first attempt's span (a 503): %v", first)
 	}
+}
+
+// An attempt's span ends when the attempt does, not when its retry's wait
+// does (the hook hears a retried attempt's end only as the retry goes):
+// the spans of the attempts do not overlap the wait between them.
+func TestSpanEndsWithItsAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(steps(503)...)
+		spans, resp, err := traced(t, base, "GET", retryhttp.WithBackoff(retryhttp.Constant(200*time.Millisecond)))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatal(resp, err)
+		}
+		_, tries := checkTree(t, spans, 2)
+		first, second := tries[0], tries[1]
+		if d := first.EndTime().Sub(first.StartTime()); d != 0 {
+			t.Errorf("the first attempt's span lasted %v; it took no time (the wait of 200ms is not its own)", d)
+		}
+		if gap := second.StartTime().Sub(first.EndTime()); gap != 200*time.Millisecond {
+			t.Errorf("%v between the first attempt's end and the second's start, want the wait, 200ms", gap)
+		}
+	})
 }
