@@ -51,8 +51,7 @@ type BreakerConfig struct {
 	// gives up only if an attempt sent to the host since it was held has
 	// failed, and a retry or a probe has failed since the host began
 	// failing (failed first attempts alone do not show that a retry would
-	// fail).
-	// Otherwise it goes out as the probe itself. A
+	// fail). Otherwise it goes out as the probe itself. A
 	// context deadline that comes sooner ends the hold sooner. The
 	// request then gives up with its last response, reason "breaker".
 	MaxHold time.Duration

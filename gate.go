@@ -234,8 +234,8 @@ func (g *gate) record(k *call, r *result) {
 	case r.retryable:
 		now := time.Now()
 		s := hs.scoreFail(now, g.scoreCap())
-		if t.retry && !hs.retryFailed.Load() {
-			hs.retryFailed.Store(true)
+		if t.retry {
+			hs.retryFails()
 		}
 		if g.breaker == nil {
 			return
@@ -296,7 +296,15 @@ func (g *gate) changed(k *call, ev BreakerEvent) {
 // expire counts the probe in flight as failed if it outlived its timeout;
 // hs.mu is held.
 func (g *gate) expire(hs *hostState, now time.Time) {
-	if hs.cb.expire(g.breaker, now, hs.seq.Load()) && !hs.retryFailed.Load() {
+	if hs.cb.expire(g.breaker, now, hs.seq.Load()) {
+		hs.retryFails()
+	}
+}
+
+// retryFails notes that a retry or a probe to the host failed; it writes
+// only the first time in a failing spell.
+func (hs *hostState) retryFails() {
+	if !hs.retryFailed.Load() {
 		hs.retryFailed.Store(true)
 	}
 }
@@ -396,8 +404,8 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 // gives up (GiveUpBreaker) if an attempt sent to the host since it was
 // held has failed and a retry or probe has failed since the host began
 // failing (hostState.retryFailed), and otherwise goes as the probe itself,
-// once none is in flight. It never lets the retry go before notBefore. A context that
-// ends first ends the hold with its error.
+// once none is in flight. It never lets the retry go before notBefore. A
+// context that ends first ends the hold with its error.
 func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	if k.t.wasHeld && !time.Now().Before(k.t.firstFail.Add(k.c.schedule)) && g.breaker.MaxHold == 0 {
 		// Held before, and its schedule is spent: it had its chance.

@@ -135,7 +135,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 				}
 				return nil, &Error{Attempts: attempt, Err: err}
 			}
-			k.endAttempt(&r, AttemptEnd{GiveUp: reason, End: decided})
+			k.endAttempt(&r, AttemptEnd{GiveUp: reason, End: decided}) // giveUp's own report is then a no-op
 			return k.giveUp(reason, attempt, &r, 0)
 		}
 		if r.resp != nil {
