@@ -240,7 +240,7 @@ func openBreaker(t *testing.T, tr *Transport, fail *atomic.Bool) {
 			resp.Body.Close()
 		}
 	}
-	if !hostOf(tr, "h").open.Load() {
+	if !hostOf(tr, "h").cb.isOpen.Load() {
 		t.Fatal("the breaker did not open")
 	}
 }
@@ -352,7 +352,7 @@ func TestHeldRetryStopsAtMaxElapsed(t *testing.T) {
 		})
 		gu := &giveUps{start: t0}
 		tr := New(base, WithBackoff(Constant(10*time.Millisecond)), WithLogger(slog.New(gu)),
-			WithRetryBreaker(BreakerConfig{ProbeTimeout: time.Second}))
+			WithRetryBreaker(BreakerConfig{ProbeTimeout: time.Second, MaxHold: time.Second}))
 		openBreaker(t, tr, &fail)
 		call := func(id string, ctx context.Context) (*http.Response, error) {
 			req := newRequest(t, "GET", "http://h/", nil).WithContext(ctx)
@@ -522,8 +522,8 @@ func TestFailFastHungProbe(t *testing.T) {
 			}
 		}
 		cancel()
-		if got != 200 || hostOf(tr, "h").open.Load() {
-			t.Errorf("after a hung probe: status %d, open %v; want 200 and closed", got, hostOf(tr, "h").open.Load())
+		if got != 200 || hostOf(tr, "h").cb.isOpen.Load() {
+			t.Errorf("after a hung probe: status %d, open %v; want 200 and closed", got, hostOf(tr, "h").cb.isOpen.Load())
 		}
 	})
 }

@@ -70,7 +70,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 	c.metrics.request(method)
 	if c.gate != nil {
-		k.hs = c.gate.enter(req.URL.Scheme, req.URL.Host)
+		c.gate.enter(k, req.URL.Scheme, req.URL.Host)
 	}
 
 	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))

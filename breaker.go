@@ -1,12 +1,16 @@
-// This file holds the retry breaker's configuration and its state machine:
-// one circuit per host, closed or open, with the queue of held retries and
-// the probe schedule. Which request goes, waits, is held or gives up is
-// not decided here but in gate.go, which is the only caller.
+// This file holds the retry breaker's configuration and its controller:
+// one circuit per host, closed or open, with the queue of held retries, the
+// probe schedule and the ramp that lets held retries go once the host
+// answers. The gate (gate.go) asks it, among the other controllers.
 
 package retryhttp
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -151,23 +155,47 @@ type uniformBackoff struct{ lo, hi time.Duration }
 
 func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform(u.lo, u.hi) }
 
-// circuit is one host's breaker state and hold queue. It is guarded by its
-// hostState's mutex; the hostState mirrors open in an atomic, for the
-// lock-free read on every attempt.
+// circuit is the breaker's controller for one host. Its rules:
+//
+//   - open: once the host's score reaches Threshold over 10ms; closed by
+//     any fresh answer from the host.
+//   - while open, a retry is held (FailFast: refused, reason circuit_open,
+//     and so is a first attempt), unless it goes as the probe.
+//   - one probe at a time per host, the oldest held retry whose wait has
+//     ended, at ProbeBackoff after the last probe failed, sooner the more
+//     retries are held; one unanswered after ProbeTimeout counts as failed.
+//   - an answer releases every held retry onto a ramp: two go per answer
+//     that follows, and each by its paced turn at the latest.
+//   - a held retry gives up at its limit (reason breaker) once a retry or
+//     probe has failed since the host last answered; before that, it goes.
+//
+// Its state is guarded by mu; open and the number held are mirrored in
+// atomics for the lock-free read on every attempt.
 type circuit struct {
+	cfg     *BreakerConfig
+	tickets *atomic.Uint64 // the gate's: names probes, so that a late answer ends only its own
+
+	isOpen atomic.Bool
+	nHeld  atomic.Int32 // held and ramping retries
+
+	mu        sync.Mutex
 	open      bool
-	changed   chan struct{} // closed, and replaced, when held retries should look again
+	changed   chan struct{} // closed, and replaced, when every held retry should look again
 	probing   uint64        // the ticket of the probe in flight, 0 if none
 	probeEnd  time.Time     // when the probe in flight counts as failed
-	probes    int           // probes (and failures) since the breaker opened or retries were first held
+	probes    int           // probes failed since the breaker opened or retries were first held
 	prevProbe time.Duration
 	nextProbe time.Time
 	refused   int       // FailFast: requests refused since the last probe
 	held      []*holder // retries held now, oldest first
-	// lastFail is the sequence number (hostState.seq) of the latest
-	// attempt that was sent while retries were held and failed: a held
-	// retry whose number is below it has seen the host fail since.
-	lastFail uint64
+	ramp      []*holder // released, waiting for their grant or turn, earliest due first
+	credit    int       // grants the next answers have earned for the ramp
+	// retryFailed: a retry or a probe has failed since the host last
+	// answered. Until one has, the failures are first attempts only, which
+	// say nothing of whether a retry would succeed (requests that each
+	// fail once, as a test's fake does): a held retry at its limit then
+	// goes instead of giving up.
+	retryFailed atomic.Bool
 }
 
 // holder is one held retry.
@@ -175,120 +203,120 @@ type holder struct {
 	since     time.Time // when it was held
 	notBefore time.Time // its own wait ends: it is never sent earlier
 	limit     time.Time
-	seq       uint64 // hostState.seq when it was held
 	wake      chan struct{}
-	released  bool      // a success released it: it goes at turn
-	turn      time.Time // set when released
+	state     holdState
+	turn      time.Time // ramping: when it goes at the latest
 }
+
+type holdState uint8
+
+const (
+	holdWaiting holdState = iota
+	holdRamping
+	holdGranted
+)
+
+// holdEnd is how a hold ended.
+type holdEnd uint8
+
+const (
+	holdReleased holdEnd = iota // the host answered: go
+	holdProbe                   // go as the probe (its ticket returned)
+	holdGiveUp                  // its limit, after a retry or probe failed
+	holdGo                      // its limit, no retry seen failing: go
+)
+
+// minProbeGap bounds how close the probes come when many retries are held.
+const minProbeGap = 20 * time.Millisecond
 
 // failFastEvery makes every failFastEvery-th request that an open FailFast
 // breaker would refuse its probe, if the probe backoff has not come first:
-// probes follow the traffic, a sixth of it at most, so that a busy client
-// sees a recovery within a few of its requests and a quiet one within its
-// probe backoff.
+// probes follow the traffic, a sixth of it at most.
 const failFastEvery = 6
 
-// freeProbeHeld is how many held retries make a probe free of the budget:
-// it answers for all of them, so it saves more than it costs. A probe for
-// fewer (an instance of a large fleet, with little traffic of its own) is
-// charged like any retry, so that probes cannot add up across a fleet.
-const freeProbeHeld = 4
-
-func (cb *circuit) signal() {
-	if cb.changed != nil {
-		close(cb.changed)
+func (cb *circuit) admit(a ask) verdictOf {
+	if !cb.isOpen.Load() {
+		return send
 	}
-	cb.changed = make(chan struct{})
-}
-
-// trip opens the circuit.
-func (cb *circuit) trip(cfg *BreakerConfig, now time.Time) {
-	if cb.open {
-		return
-	}
-	cb.open = true
-	if len(cb.held) == 0 {
-		cb.probes, cb.prevProbe = 0, 0
-	}
-	cb.schedule(cfg, now)
-}
-
-// schedule sets when the next probe may go: a probe interval after now,
-// the time of the last failure.
-func (cb *circuit) schedule(cfg *BreakerConfig, now time.Time) {
-	d := max(cfg.ProbeBackoff.Delay(cb.probes+1, cb.prevProbe), 0)
-	cb.prevProbe = d
-	cb.nextProbe = now.Add(d)
-}
-
-// failed records a failed attempt while the circuit is open or retries are
-// held: it is as good as a probe, and the next probe waits.
-func (cb *circuit) failed(cfg *BreakerConfig, now time.Time, seq, ticket uint64) {
-	cb.lastFail = max(cb.lastFail, seq)
-	if ticket != 0 && cb.probing == ticket {
-		cb.probing = 0
-	}
-	cb.probes++
-	cb.schedule(cfg, now)
-	cb.wakeDue(now)
-}
-
-// wakeDue wakes the held retries that have something to decide: those
-// past their limit (give up, or probe), and the first in line to probe.
-// The others sleep on, so that a failure costs one wake, not one per
-// held retry.
-func (cb *circuit) wakeDue(now time.Time) {
-	first := true
-	for _, w := range cb.held {
-		due := !now.Before(w.limit)
-		if first && !now.Before(w.notBefore) {
-			due, first = true, false
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	now := time.Now()
+	cb.expire(now)
+	switch {
+	case !cb.open:
+		return send
+	case !cb.cfg.FailFast:
+		if a.kind == kindFirst {
+			return send
 		}
-		if due {
-			select {
-			case w.wake <- struct{}{}:
-			default:
+		return hold
+	case cb.probing == 0 && (!now.Before(cb.nextProbe) || (a.kind == kindFirst && cb.refused >= failFastEvery-1)):
+		return verdictOf{act: actSend, taken: taken{probe: cb.claim(now)}}
+	}
+	if a.kind == kindFirst {
+		cb.refused++
+	}
+	return refuse(GiveUpCircuitOpen)
+}
+
+// undo gives back a probe claimed for an attempt that was not sent.
+func (cb *circuit) undo(t taken) {
+	if t.probe != 0 {
+		cb.mu.Lock()
+		cb.ended(t.probe, time.Now())
+		cb.mu.Unlock()
+	}
+}
+
+// observe takes a fresh outcome; it reports a transition, if one happened,
+// with mu held (the gate lets it go once reported, in order).
+func (cb *circuit) observe(o seen) (ch change) {
+	if !o.answered && !o.failed && o.probe == 0 {
+		return ch
+	}
+	if o.failed && o.retry && !cb.retryFailed.Load() {
+		cb.retryFailed.Store(true)
+	}
+	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && o.probe == 0
+	if quiet && (o.answered || !o.trip) {
+		// A healthy host's answer, or a failure that opens nothing: no lock.
+		if o.answered && cb.retryFailed.Load() {
+			cb.retryFailed.Store(false)
+		}
+		return ch
+	}
+	cb.mu.Lock()
+	now := time.Now()
+	switch {
+	case o.answered:
+		ch.closed = cb.open
+		cb.answered(now)
+	case o.failed:
+		if o.trip && !cb.open {
+			cb.open, ch.opened = true, true
+			cb.isOpen.Store(true)
+			if len(cb.held) == 0 {
+				cb.probes, cb.prevProbe = 0, 0
+				cb.schedule(now)
 			}
+			cb.rehold()
 		}
+		if o.probe != 0 && o.probe == cb.probing {
+			cb.failedProbe(now)
+		}
+	default:
+		cb.ended(o.probe, now) // the probe told nothing (its caller gave up)
 	}
+	ch.locked = true
+	return ch
 }
 
-// probeEnded ends a probe that told nothing (its caller gave up, or the
-// base panicked): another may go at once.
-func (cb *circuit) probeEnded(ticket uint64, now time.Time) {
-	if ticket != 0 && cb.probing == ticket {
-		cb.probing = 0
-		cb.wakeDue(now)
-	}
-}
-
-// expire counts a probe that outlived its timeout as failed, and reports
-// whether there was one.
-func (cb *circuit) expire(cfg *BreakerConfig, now time.Time, seq uint64) bool {
-	if cb.probing != 0 && !now.Before(cb.probeEnd) {
-		cb.failed(cfg, now, seq, cb.probing)
-		return true
-	}
-	return false
-}
-
-// claimProbe makes ticket the probe in flight.
-func (cb *circuit) claimProbe(cfg *BreakerConfig, now time.Time, ticket uint64) {
-	timeout := cfg.ProbeTimeout
-	if timeout == 0 {
-		timeout = max(probeTimeoutFactor*cb.prevProbe, minProbeTimeout)
-	}
-	cb.probing, cb.probeEnd, cb.refused = ticket, now.Add(timeout), 0
-}
-
-// release closes the circuit, if open, and releases every held retry,
-// paced: each goes as long after now as it was due (its own wait's end,
-// or when it was held, if later) after the earliest due of them, but no
-// later than halfway to its limit, and never before its own wait ends.
-// The held retries so come back at the pace of their own schedules, as a
-// ramp, not a wave, even when they were all held in one instant.
-func (cb *circuit) release(now time.Time) {
+// answered closes the circuit and releases every held retry onto the
+// ramp, in the order they were due; each answer earns the ramp two grants.
+func (cb *circuit) answered(now time.Time) {
 	cb.open, cb.probing = false, 0
+	cb.isOpen.Store(false)
+	cb.retryFailed.Store(false)
 	if len(cb.held) > 0 {
 		due := func(w *holder) time.Time {
 			if w.notBefore.After(w.since) {
@@ -307,36 +335,224 @@ func (cb *circuit) release(now time.Time) {
 			if turn.Before(w.notBefore) {
 				turn = w.notBefore
 			}
-			w.released, w.turn = true, turn
+			w.state, w.turn = holdRamping, turn
 		}
+		cb.ramp = append(cb.ramp, cb.held...)
+		slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
 		clear(cb.held)
 		cb.held = cb.held[:0]
+		cb.signal()
 	}
+	if len(cb.ramp) > 0 {
+		cb.credit += 2
+		cb.grant()
+	} else {
+		cb.credit = 0
+	}
+}
+
+// grant lets the first retries on the ramp go, one per credit.
+func (cb *circuit) grant() {
+	for cb.credit > 0 && len(cb.ramp) > 0 {
+		w := cb.ramp[0]
+		cb.ramp[0] = nil
+		cb.ramp = cb.ramp[1:]
+		cb.credit--
+		cb.nHeld.Add(-1)
+		w.state = holdGranted
+		wakeOne(w)
+	}
+}
+
+// rehold puts the retries on the ramp back in the hold: the host failed
+// again before they went.
+func (cb *circuit) rehold() {
+	if len(cb.ramp) == 0 {
+		return
+	}
+	for _, w := range cb.ramp {
+		w.state = holdWaiting
+	}
+	cb.held = append(cb.held, cb.ramp...)
+	slices.SortStableFunc(cb.held, func(a, b *holder) int { return a.since.Compare(b.since) })
+	clear(cb.ramp)
+	cb.ramp, cb.credit = cb.ramp[:0], 0
 	cb.signal()
 }
 
-// remove takes w out of the queue, if it is still in it.
-func (cb *circuit) remove(w *holder) {
-	for i, x := range cb.held {
-		if x == w {
-			cb.held = append(cb.held[:i], cb.held[i+1:]...)
-			cb.held = cb.held[:len(cb.held):len(cb.held)]
+func wakeOne(w *holder) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (cb *circuit) signal() {
+	if cb.changed != nil {
+		close(cb.changed)
+	}
+	cb.changed = make(chan struct{})
+}
+
+// schedule sets when the next probe may go: a probe interval after now,
+// shorter the more retries are held (a fifth with 20 held, and never
+// under minProbeGap), so that a process with many callers waiting finds
+// the host back sooner.
+func (cb *circuit) schedule(now time.Time) {
+	d := max(cb.cfg.ProbeBackoff.Delay(cb.probes+1, cb.prevProbe), 0)
+	cb.prevProbe = d
+	if n := len(cb.held); n > 4 {
+		d = max(d*4/time.Duration(n), min(d, minProbeGap))
+	}
+	cb.nextProbe = now.Add(d)
+}
+
+// failedProbe records the probe in flight as failed: the next one waits.
+func (cb *circuit) failedProbe(now time.Time) {
+	cb.probing = 0
+	cb.retryFailed.Store(true)
+	cb.probes++
+	cb.schedule(now)
+	cb.wakeDue(now)
+}
+
+// ended ends a probe that told nothing (its caller gave up, or the base
+// panicked): another may go at once.
+func (cb *circuit) ended(ticket uint64, now time.Time) {
+	if ticket != 0 && cb.probing == ticket {
+		cb.probing = 0
+		cb.wakeDue(now)
+	}
+}
+
+// expire counts a probe that outlived its timeout as failed.
+func (cb *circuit) expire(now time.Time) {
+	if cb.probing != 0 && !now.Before(cb.probeEnd) {
+		cb.failedProbe(now)
+	}
+}
+
+// claim makes a new ticket the probe in flight and returns it.
+func (cb *circuit) claim(now time.Time) uint64 {
+	timeout := cb.cfg.ProbeTimeout
+	if timeout == 0 {
+		timeout = max(probeTimeoutFactor*cb.prevProbe, minProbeTimeout)
+	}
+	t := cb.tickets.Add(1)
+	cb.probing, cb.probeEnd, cb.refused = t, now.Add(timeout), 0
+	return t
+}
+
+// wakeDue wakes the first held retry whose wait has ended, the one to
+// probe next, so that a failure costs one wake, not one per held retry.
+func (cb *circuit) wakeDue(now time.Time) {
+	for _, w := range cb.held {
+		if !now.Before(w.notBefore) {
+			wakeOne(w)
 			return
 		}
 	}
 }
 
-// probeDue reports whether w may go as the probe now: none is in flight,
-// w is the oldest held retry whose own wait has ended, and the probe
-// schedule says so, or w has reached its limit.
-func (cb *circuit) probeDue(w *holder, now time.Time) bool {
-	if cb.probing != 0 || now.Before(w.notBefore) {
-		return false
+// hold holds a retry, from now, until it may go or must give up; see the
+// rules above. A context that ends first ends the hold with its error.
+// Every wait is bounded by limit: nothing, not a probe in flight, keeps a
+// retry past it.
+func (cb *circuit) hold(ctx context.Context, notBefore, limit time.Time) (holdEnd, uint64, error) {
+	w := &holder{notBefore: notBefore, limit: limit, wake: make(chan struct{}, 1)}
+	cb.mu.Lock()
+	now := time.Now()
+	w.since = now
+	if !cb.open && len(cb.held) == 0 {
+		cb.probes, cb.prevProbe = 0, 0
+		cb.schedule(now)
+	}
+	if cb.changed == nil {
+		cb.changed = make(chan struct{})
+	}
+	cb.held = append(cb.held, w)
+	cb.nHeld.Add(1)
+	cb.mu.Unlock()
+	for range maxHoldTurns { // each turn waits for an event or a timer
+		cb.mu.Lock()
+		now = time.Now()
+		cb.expire(now)
+		end, ticket, done := cb.step(w, now)
+		if done {
+			cb.mu.Unlock()
+			return end, ticket, nil
+		}
+		wait := cb.nextEvent(w, now).Sub(now)
+		changed := cb.changed
+		cb.mu.Unlock()
+		if err := await(ctx, changed, w.wake, wait); err != nil {
+			cb.mu.Lock()
+			cb.leave(w, time.Now())
+			cb.mu.Unlock()
+			return holdGiveUp, 0, err
+		}
+	}
+	cb.mu.Lock()
+	cb.leave(w, time.Now())
+	cb.mu.Unlock()
+	return holdGiveUp, 0, nil // never reached in practice
+}
+
+// maxHoldTurns bounds the turns of one hold: each waits for an event or a
+// timer, so that no real hold comes near it.
+const maxHoldTurns = 1 << 20
+
+// step applies the rules to w; mu is held. done reports that the hold
+// ended, as end.
+func (cb *circuit) step(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool) {
+	if w.state == holdRamping && !now.Before(w.turn) {
+		cb.leave(w, now)
+		w.state = holdGranted
+	}
+	switch w.state {
+	case holdGranted:
+		return holdReleased, 0, !now.Before(w.notBefore)
+	case holdRamping:
+		return 0, 0, false
 	}
 	if !now.Before(w.limit) {
-		return true
+		cb.leave(w, now)
+		if cb.retryFailed.Load() {
+			return holdGiveUp, 0, true
+		}
+		return holdGo, 0, true
 	}
-	if now.Before(cb.nextProbe) {
+	if cb.probeDue(w, now) {
+		cb.leave(w, now)
+		return holdProbe, cb.claim(now), true
+	}
+	return 0, 0, false
+}
+
+// leave takes w out of the hold or the ramp; mu is held.
+func (cb *circuit) leave(w *holder, now time.Time) {
+	var q *[]*holder
+	switch w.state {
+	case holdWaiting:
+		q = &cb.held
+	case holdRamping:
+		q = &cb.ramp
+	default:
+		return
+	}
+	if i := slices.Index(*q, w); i >= 0 {
+		*q = slices.Delete(*q, i, i+1)
+		cb.nHeld.Add(-1)
+	}
+	w.state = holdGranted
+	cb.wakeDue(now)
+}
+
+// probeDue reports whether w may go as the probe now: none is in flight,
+// the probe time has come, and w is the oldest held retry whose own wait
+// has ended.
+func (cb *circuit) probeDue(w *holder, now time.Time) bool {
+	if cb.probing != 0 || now.Before(w.notBefore) || now.Before(cb.nextProbe) {
 		return false
 	}
 	for _, x := range cb.held {
@@ -347,18 +563,36 @@ func (cb *circuit) probeDue(w *holder, now time.Time) bool {
 	return false
 }
 
+// reprobe puts back a probe that the budget did not let go, and looks
+// again at the next probe time, minProbeGap from now at the soonest.
+func (cb *circuit) reprobe(ticket uint64) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.probing == ticket {
+		cb.probing = 0
+	}
+	now := time.Now()
+	cb.schedule(now)
+	if at := now.Add(minProbeGap); cb.nextProbe.Before(at) {
+		cb.nextProbe = at
+	}
+}
+
 // nextEvent is when w should look again by itself: its limit, its own
-// wait, the end of the probe in flight, or the probe time if it is first
-// in line. Past its limit, it waits for the probe in flight (or a wake).
+// wait, its turn on the ramp, the end of the probe in flight, or the probe
+// time if it is first in line.
 func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
-	t := now.Add(time.Hour)
-	if now.Before(w.limit) {
-		t = w.limit
+	t := w.limit
+	switch w.state {
+	case holdGranted:
+		return w.notBefore
+	case holdRamping:
+		return w.turn
 	}
 	if now.Before(w.notBefore) && w.notBefore.Before(t) {
 		t = w.notBefore
 	}
-	if cb.probing != 0 && now.Before(cb.probeEnd) && cb.probeEnd.Before(t) {
+	if cb.probing != 0 && cb.probeEnd.Before(t) {
 		t = cb.probeEnd
 	}
 	if cb.probing == 0 && cb.nextProbe.Before(t) {
@@ -368,7 +602,7 @@ func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
 		}
 		for _, x := range cb.held {
 			if !at.Before(x.notBefore) {
-				if x == w && now.Before(at) {
+				if x == w {
 					t = at
 				}
 				break
@@ -376,4 +610,18 @@ func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
 		}
 	}
 	return t
+}
+
+// await waits for a change, a wake, d, or the end of ctx.
+func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-changed:
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }

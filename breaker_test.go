@@ -39,6 +39,7 @@ func feed(c *config, hs *hostState, pattern string) {
 	k := &call{c: c, hs: hs}
 	for _, ch := range pattern {
 		time.Sleep(2 * time.Millisecond)
+		k.t.start = mono()
 		r := result{retryable: ch == 'F'}
 		c.gate.record(k, &r)
 	}
@@ -64,15 +65,15 @@ func TestBreakerScore(t *testing.T) {
 			h := c.gate.hosts.get("h")
 			for range tt.repeat {
 				for _, ch := range tt.pattern {
-					if !h.open.Load() {
+					if !h.cb.isOpen.Load() {
 						feed(c, h, string(ch))
 					}
 				}
 			}
-			if h.open.Load() != tt.wantOpen {
-				t.Errorf("%s: open = %v, want %v", tt.name, h.open.Load(), tt.wantOpen)
+			if h.cb.isOpen.Load() != tt.wantOpen {
+				t.Errorf("%s: open = %v, want %v", tt.name, h.cb.isOpen.Load(), tt.wantOpen)
 			}
-			if c.gate.hosts.get("other").open.Load() {
+			if c.gate.hosts.get("other").cb.isOpen.Load() {
 				t.Errorf("%s: another host's breaker opened too", tt.name)
 			}
 		})
@@ -89,12 +90,12 @@ func TestBreakerNeedsFailuresOverTime(t *testing.T) {
 		for range 50 {
 			c.gate.record(k, &result{retryable: true})
 		}
-		if h.open.Load() {
+		if h.cb.isOpen.Load() {
 			t.Fatal("50 failures in one instant opened the breaker")
 		}
 		time.Sleep(minFailingSpan)
 		c.gate.record(k, &result{retryable: true})
-		if !h.open.Load() {
+		if !h.cb.isOpen.Load() {
 			t.Fatal("failures over 10ms did not open the breaker")
 		}
 	})
@@ -128,9 +129,10 @@ func heldHow(c *config, k *call, limit time.Time) string {
 }
 
 // While the breaker is open, one held retry at a time goes as the probe;
-// when an attempt succeeds, the others are released in the order they
-// were held, spaced as they arrived.
-func TestBreakerProbeThenPacedRelease(t *testing.T) {
+// when an attempt succeeds, the others go onto the ramp: each answer lets
+// two go at once, and the rest go by their paced turn (as long after the
+// answer as they were due after the first of them) at the latest.
+func TestBreakerProbeThenRamp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithoutBudget(),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute, ProbeTimeout: time.Hour}))
@@ -166,25 +168,24 @@ func TestBreakerProbeThenPacedRelease(t *testing.T) {
 		if len(got) != 0 {
 			t.Fatalf("%d retries passed while the probe was in flight", len(got))
 		}
-		// The probe succeeds at t=1s: the held retries go at 1s + 0, 100ms, ...
-		feed(c, h, "S")
+		feed(c, h, "S") // the probe succeeds at 1.002s: two go
+		feed(c, h, "S") // another answer at 1.004s: two more
 		wg.Wait()
 		close(got)
+		want := []time.Duration{1002, 1002, 1004, 1004, 1402} // ms
 		for r := range got {
-			want := time.Second + 2*time.Millisecond + time.Duration(r.i)*100*time.Millisecond
-			if r.how != "released" || r.at != want {
-				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, want)
+			if w := want[r.i] * time.Millisecond; r.how != "released" || r.at != w {
+				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, w)
 			}
 		}
-		if h.open.Load() {
+		if h.cb.isOpen.Load() {
 			t.Error("breaker still open after a success")
 		}
 	})
 }
 
-// A failed probe schedules the next one; any failed attempt while retries
-// are held pushes it back too, so that traffic that keeps flowing needs no
-// probes.
+// A failed probe schedules the next one at ProbeBackoff after it; a first
+// attempt that fails meanwhile does not push it back.
 func TestBreakerFailedProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithoutBudget(),
@@ -196,54 +197,65 @@ func TestBreakerFailedProbe(t *testing.T) {
 		start := time.Now()
 		got, probe := heldK(c, ctx, limit)
 		if got != "probe" || time.Since(start) != 50*time.Millisecond {
-			t.Fatalf("probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
+			t.Fatalf("probe %s after %v, want the probe 50ms after the breaker opened", got, time.Since(start))
 		}
+		probe.t.start = mono()
 		c.gate.record(probe, &result{retryable: true}) // the probe failed
 		go func() {
 			time.Sleep(30 * time.Millisecond)
-			feed(c, h, "F") // a first attempt failed: the next probe waits 50ms from here
+			feed(c, h, "F") // a first attempt failed
 		}()
 		start = time.Now()
-		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 82*time.Millisecond {
-			t.Errorf("next probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
+		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 50*time.Millisecond {
+			t.Errorf("next probe %s after %v, want the probe 50ms after the failed probe", got, time.Since(start))
 		}
 	})
 }
 
-// A probe is charged to the budget while few retries are held: with none
-// left, no probe goes until the retry's limit, where it goes as the probe
-// itself, free, since nothing has failed since it was held.
+// Every retry that leaves a hold is charged to the budget: with none, no
+// probe goes, and at its limit the retry gives up, reason budget, having
+// sent nothing.
 func TestBreakerProbeChargedToBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithBudget(NewBudget(0, 0)),
 			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond)}))
 		trip(c, c.gate.hosts.get("h"))
 		start := time.Now()
-		if got := held(c, context.Background(), time.Now().Add(time.Second)); got != "probe" || time.Since(start) != time.Second {
-			t.Errorf("hold with no budget = %s after %v, want the probe at its limit, 1s", got, time.Since(start))
+		if got := held(c, context.Background(), time.Now().Add(time.Second)); got != "budget" || time.Since(start) != time.Second {
+			t.Errorf("hold with no budget = %s after %v, want budget at its limit, 1s", got, time.Since(start))
 		}
 	})
 }
 
-// A held retry gives up at its limit only if an attempt sent to the host
-// since it was held has failed, and a retry has failed since the breaker
-// opened: first attempts alone that fail (requests that each fail once)
-// do not make it give up; it goes as the probe. A cancelled context ends
-// the hold.
+// A held retry gives up at its limit once a retry or a probe has failed
+// since the host last answered; failed first attempts alone (requests
+// that each fail once) do not make it give up: it goes. Nothing keeps it
+// past its limit, not a probe in flight that hangs. A cancelled context
+// ends the hold.
 func TestBreakerHoldBounded(t *testing.T) {
 	for _, tt := range []struct {
 		retryFailed bool // a retry failed after the breaker opened, before the hold
 		attempt     int  // the attempt that fails while it is held
+		hung        bool // another retry is the probe in flight, and hangs
 		want        string
-	}{{false, 2, "breaker"}, {false, 1, "probe"}, {true, 1, "breaker"}} {
+	}{{false, 2, false, "breaker"}, {false, 1, false, "released"}, {true, 1, false, "breaker"}, {false, 1, true, "released"}} {
 		synctest.Test(t, func(t *testing.T) {
-			c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
+			c := newTestConfig(t, WithoutBudget(), WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Millisecond), ProbeTimeout: time.Hour}))
 			h := c.gate.hosts.get("h")
 			trip(c, h)
 			if tt.retryFailed {
 				k := &call{c: c, hs: h}
 				c.gate.sending(k, 2)
 				c.gate.record(k, &result{retryable: true})
+			}
+			if tt.hung {
+				if got := held(c, context.Background(), time.Now().Add(time.Hour)); got != "probe" {
+					t.Fatalf("first hold = %s, want the probe", got)
+				}
+			} else {
+				h.cb.mu.Lock()
+				h.cb.nextProbe = time.Now().Add(time.Hour)
+				h.cb.mu.Unlock()
 			}
 			go func() {
 				time.Sleep(10 * time.Millisecond)
@@ -253,8 +265,8 @@ func TestBreakerHoldBounded(t *testing.T) {
 			}()
 			start := time.Now()
 			if got := held(c, context.Background(), time.Now().Add(30*time.Millisecond)); got != tt.want || time.Since(start) != 30*time.Millisecond {
-				t.Errorf("hold past its limit, attempt %d failed meanwhile (a retry before: %v) = %s after %v, want %s after 30ms",
-					tt.attempt, tt.retryFailed, got, time.Since(start), tt.want)
+				t.Errorf("hold past its limit, attempt %d failed meanwhile (a retry before: %v, hung probe: %v) = %s after %v, want %s after 30ms",
+					tt.attempt, tt.retryFailed, tt.hung, got, time.Since(start), tt.want)
 			}
 		})
 	}
@@ -322,7 +334,7 @@ func TestBreakerFailFast(t *testing.T) {
 			t.Fatalf("probe: %v, %v; want 200", resp, err)
 		}
 		resp.Body.Close()
-		if hostOf(tr, "h").open.Load() {
+		if hostOf(tr, "h").cb.isOpen.Load() {
 			t.Error("still open after the probe succeeded")
 		}
 	})
@@ -370,11 +382,20 @@ func TestBreakerInvalidConfig(t *testing.T) {
 	}
 }
 
-// An outage of a second, with the defaults: every request fails its first
-// attempt; the breaker holds the retries, one probe at a time finds the
-// host back, and the held retries are released, so that all succeed with
-// about two attempts each. First attempts are never held.
+// An outage of a second: every request fails its first attempt; the
+// breaker holds the retries, one probe at a time finds the host back, and
+// the held retries are released. Without a budget all succeed with about
+// two attempts each; with the default budget, the retries that leave the
+// hold are charged, so no more go than the budget allows (10% of the
+// 200 first attempts, or the floor of 20 in 2 s) and the rest give up
+// with their 503. First attempts are never held.
 func TestTransportBreakerBridgesBlip(t *testing.T) {
+	for _, budget := range []bool{false, true} {
+		bridgesBlip(t, budget)
+	}
+}
+
+func bridgesBlip(t *testing.T, budget bool) {
 	synctest.Test(t, func(t *testing.T) {
 		var down atomic.Bool
 		down.Store(true)
@@ -387,7 +408,10 @@ func TestTransportBreakerBridgesBlip(t *testing.T) {
 			}
 			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
 		})
-		tr := New(base)
+		tr := New(base, WithoutBudget())
+		if budget {
+			tr = New(base)
+		}
 		const n = 200
 		var wg sync.WaitGroup
 		var ok atomic.Int64
@@ -420,11 +444,14 @@ func TestTransportBreakerBridgesBlip(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		down.Store(false)
 		wg.Wait()
-		if ok.Load() != n {
+		switch {
+		case !budget && ok.Load() != n:
 			t.Errorf("%d of %d requests succeeded after a 1s outage, want all", ok.Load(), n)
-		}
-		if got := attempts.Load(); got > 2*n+40 {
-			t.Errorf("%d attempts for %d requests, want about 2 each", got, n)
+		case !budget && attempts.Load() > 2*n+40:
+			t.Errorf("%d attempts for %d requests, want about 2 each", attempts.Load(), n)
+		case budget && (attempts.Load() > n+1+20+5 || ok.Load() < 15):
+			t.Errorf("default budget: %d attempts for %d requests, %d succeeded; want at most %d retries (+5 probes), and the ones sent to succeed",
+				attempts.Load(), n, ok.Load(), 20)
 		}
 	})
 }

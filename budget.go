@@ -1,6 +1,7 @@
-// This file holds the retry Budget: a per-host cap on retries as a share of
-// first attempts over a sliding window, so that a fleet of clients cannot
-// multiply an overload. The Transport consults it in transport.go.
+// This file holds the retry Budget, one of admission's controllers
+// (gate.go): per host, retries may add a share of the first attempts sent
+// over a sliding window, or a small floor a second while the host is not
+// failing. Every retry that is sent is charged, whichever way it leaves.
 
 package retryhttp
 
@@ -14,38 +15,50 @@ import (
 const (
 	budgetBuckets = 10 // one a second: a sliding window of about 10 s
 	budgetWindow  = budgetBuckets * time.Second
+	// floorSpan is the shortest span, in seconds, over which the floor
+	// counts: minPerSecond × 2 retries may go in any 2 s, so that a quiet
+	// client's burst of a few parallel requests can retry at once, but a
+	// sequential caller cannot draw the window's whole floor in an instant.
+	floorSpan = 2
 )
 
-// A Budget caps the retries sent to each destination host (req.URL.Host):
-// over a sliding window of about 10 seconds, retries may add at most ratio
-// × the first attempts sent to that host, plus minPerSecond × 10 s as a
-// floor, so that a client with little traffic can still retry. When a
-// host's budget is spent, requests to it give up at once and return their
-// last response.
+// A Budget caps the retries sent to each destination host (req.URL.Host).
+// A retry may go while the retries of the last 10 s are fewer than ratio ×
+// the first attempts of the last 10 s, or, while the host is not failing,
+// while the retries of the last 2 s are fewer than minPerSecond × 2 s (the
+// floor, so that a client with little traffic can still retry; for a rate
+// under 0.5 a second, over the span that holds one retry, up to 10 s). The
+// floor does not add to the share: a busy client retries at most ratio ×
+// its traffic, and a client that sends one request at a time to a host
+// that always fails sends at most about (1+ratio) × its requests.
 //
-// The floor is lent only to a host that is not failing: once its health
-// score has reached 4 (4 attempts to it in a row have failed, each answer
-// taking two off) over at least 10ms, only the ratio is left until the
-// host answers again. So in a long outage a fleet of clients adds at most
-// ratio × its traffic in retries, however many instances it has: the
-// floors, which would add up across instances to more than the traffic
-// itself, are learnt back from successes. A retry that the budget refuses
-// while the host is failing is held by the retry breaker, if it is on,
-// and released by the host's next success.
+// Every retry that is sent is charged: one sent when its wait ends, one
+// released by the breaker after the host answered, and the breaker's
+// probes. A retry that the budget refuses gives up at once with its last
+// response. A host is failing once 4 of its attempts in a row have failed
+// (each answer takes two off the count) over at least 10ms; while it is,
+// the floor is lent to no one, so that in a long outage a fleet of clients
+// adds at most ratio × its traffic, however many instances it has. A
+// retry that only the floor would allow on a failing host is held by the
+// breaker, if it is on, and charged when the host's next answer releases
+// it.
 //
 // A Budget is safe for concurrent use, and one Budget may be shared by
-// several Transports so that they spend one allowance. Recording a first
-// attempt costs one atomic operation and no lock. The zero Budget allows no
-// retries at all; use NewBudget.
+// several Transports so that they spend one allowance for as long as any
+// of them uses it. Recording a first attempt costs one atomic operation
+// and no lock. The zero Budget allows no retries at all; use NewBudget.
 type Budget struct {
-	ratio float64
-	floor float64
-	hosts hostMap[hostBudget]
+	ratio     float64
+	perSecond float64
+	span      int     // seconds over which the floor counts
+	floor     float64 // perSecond × span
+	hosts     hostMap[hostBudget]
 }
 
-// NewBudget returns a Budget that lets retries add at most ratio × first
-// attempts per host over about 10 s, plus minPerSecond retries a second.
-// NewBudget(0.1, 10) is the default of every Transport.
+// NewBudget returns a Budget that lets retries to each host reach ratio ×
+// its first attempts over about 10 s, or minPerSecond retries a second
+// while the host is not failing. NewBudget(0.1, 10) is the default of
+// every Transport.
 //
 // It panics if ratio or minPerSecond is negative, NaN or infinite.
 func NewBudget(ratio, minPerSecond float64) *Budget {
@@ -55,7 +68,13 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
 		panic(fmt.Sprintf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond))
 	}
-	return &Budget{ratio: ratio, floor: minPerSecond * budgetWindow.Seconds()}
+	span := floorSpan
+	if minPerSecond > 0 && minPerSecond*floorSpan < 1 {
+		span = int(min(math.Ceil(1/minPerSecond), budgetBuckets))
+	}
+	b := &Budget{ratio: ratio, perSecond: minPerSecond, span: span, floor: minPerSecond * float64(span)}
+	b.hosts.evictable = func(h *hostBudget) bool { return h.refs.Load() == 0 }
+	return b
 }
 
 // hostBudget counts one host's first attempts and retries in one-second
@@ -65,6 +84,7 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 type hostBudget struct {
 	firsts  [budgetBuckets]atomic.Uint64
 	retries [budgetBuckets]atomic.Uint64
+	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -84,39 +104,49 @@ func bucketAdd(b *atomic.Uint64, sec int64) {
 	}
 }
 
-// sum adds the counts of the buckets that lie in the window ending at sec.
-func sum(bs *[budgetBuckets]atomic.Uint64, sec int64) float64 {
+// sum adds the counts of the buckets that lie in the span seconds ending
+// at sec.
+func sum(bs *[budgetBuckets]atomic.Uint64, sec int64, span int) float64 {
 	var n uint64
 	for i := range bs {
 		v := bs[i].Load()
-		if age := uint32(sec) - uint32(v>>32); age < budgetBuckets {
+		if age := uint32(sec) - uint32(v>>32); age < uint32(span) {
 			n += uint64(uint32(v))
 		}
 	}
 	return float64(n)
 }
 
-// allow reports whether host's budget has room for one more retry, with
-// the floor or without it, and, if it has, spends it. The admission is one compare-and-swap on the
-// current second's bucket, made only if the count it saw still leaves room,
-// so that goroutines deciding at the same instant cannot overshoot the
-// limit together.
-func (b *Budget) allow(h *hostBudget, sec int64, floor bool) bool {
-	limit := b.ratio * sum(&h.firsts, sec)
-	if floor {
-		limit += b.floor
+// room reports whether host's budget has room for one more retry, with
+// the floor or without it.
+func (b *Budget) room(h *hostBudget, sec int64, floor bool) bool {
+	return b.fits(h, sec, floor, 1)
+}
+
+// fits reports whether the retries counted now plus add fit the share or,
+// with floor, the floor.
+func (b *Budget) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
+	if sum(&h.retries, sec, budgetBuckets)+add <= b.ratio*sum(&h.firsts, sec, budgetBuckets) {
+		return true
 	}
+	return floor && sum(&h.retries, sec, b.span)+add <= b.floor
+}
+
+// allow reports whether host's budget has room for one more retry, with
+// the floor or without it, and, if it has, spends it. The admission is one
+// compare-and-swap on the current second's bucket, made only if the counts
+// it saw still leave room, so that goroutines deciding at the same instant
+// cannot overshoot the limit together.
+func (b *Budget) allow(h *hostBudget, sec int64, floor bool) bool {
 	cur := &h.retries[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
 		old := cur.Load()
-		others := sum(&h.retries, sec)
 		next := epoch<<32 | 1
 		if old>>32 == epoch {
-			others -= float64(uint32(old))
 			next = old + 1
 		}
-		if others+float64(uint32(next)) > limit {
+		if !b.fits(h, sec, floor, 1) {
 			return false
 		}
 		if cur.CompareAndSwap(old, next) {
@@ -137,3 +167,45 @@ func (b *Budget) refund(h *hostBudget, sec int64) {
 		}
 	}
 }
+
+// budgetCtl is the budget's controller for one host: it counts first
+// attempts and charges every retry, probe and hedge that goes.
+//
+//   - first attempts: counted, never refused.
+//   - a retry, probe or hedge: charged if it fits the share, or the floor
+//     while the host is not failing; otherwise refused, reason budget.
+//   - a retry that only the floor would let go, on a failing host: held,
+//     to be charged when it leaves the hold.
+//
+// It observes nothing: the host's health is the gate's.
+type budgetCtl struct {
+	b *Budget
+	e *hostEntry[hostBudget]
+}
+
+func (c *budgetCtl) admit(a ask) verdictOf {
+	h := &c.e.v
+	if a.kind == kindFirst {
+		c.e.touch(a.sec)
+		bucketAdd(&h.firsts[uint64(a.sec)%budgetBuckets], a.sec)
+		return send
+	}
+	if a.free {
+		return send // never reached the server: it costs it nothing
+	}
+	if c.b.allow(h, a.sec, a.healthy) {
+		return verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}
+	}
+	if a.kind == kindRetry && !a.healthy && c.b.room(h, a.sec, true) {
+		return hold
+	}
+	return refuse(GiveUpBudget)
+}
+
+func (c *budgetCtl) undo(t taken) {
+	if t.charged {
+		c.b.refund(&c.e.v, t.chargedSec)
+	}
+}
+
+func (c *budgetCtl) observe(seen) change { return change{} }

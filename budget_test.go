@@ -9,18 +9,27 @@ import (
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
+// The budget's rule, driven alone: a retry fits the share (ratio × first
+// attempts over 10 s) or, on a host that is not failing, the floor
+// (minPerSecond over 2 s, or over the span that holds one retry); the
+// floor does not add to the share.
 func TestBudgetRatioAndFloor(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
 		ratio, perSecond float64
 		firsts           int
-		want             int // retries allowed
+		floor            bool // the host is not failing
+		want             int  // retries allowed
 	}{
-		{0.1, 0, 100, 10},
-		{0.1, 0, 0, 0},
-		{0, 1, 50, 10},    // floor: 1/s over the 10 s window
-		{0.1, 1, 100, 20}, // both
-		{0.5, 0, 7, 3},
+		{0.1, 0, 100, true, 10},
+		{0.1, 0, 0, true, 0},
+		{0, 1, 50, true, 2},     // floor: 1/s over 2 s
+		{0, 1, 50, false, 0},    // no floor for a failing host
+		{0.1, 1, 100, true, 10}, // the larger of the two, not their sum
+		{0.1, 10, 100, true, 20},
+		{0.1, 10, 100, false, 10},
+		{0, 0.1, 0, true, 1}, // 0.1/s: one retry over 10 s
+		{0.5, 0, 7, true, 3},
 	}
 	for _, tt := range tests {
 		b := NewBudget(tt.ratio, tt.perSecond)
@@ -29,17 +38,40 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 		}
 		got := 0
 		for range 1000 {
-			if !b.allowRetry("a", now.Unix()) {
+			if !b.allow(b.hosts.get("a"), now.Unix(), tt.floor) {
 				break
 			}
 			got++
 		}
 		if got != tt.want {
-			t.Errorf("NewBudget(%v, %v) after %d first attempts allows %d retries, want %d", tt.ratio, tt.perSecond, tt.firsts, got, tt.want)
+			t.Errorf("NewBudget(%v, %v) after %d first attempts (floor %v) allows %d retries, want %d",
+				tt.ratio, tt.perSecond, tt.firsts, tt.floor, got, tt.want)
 		}
 		if b.allowRetry("b", now.Unix()) != (tt.perSecond > 0) {
 			t.Errorf("NewBudget(%v, %v): another host shares the first host's account", tt.ratio, tt.perSecond)
 		}
+	}
+}
+
+// The floor counts over 2 s: spent now, it is back 2 s later, not 10.
+func TestBudgetFloorSpan(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := NewBudget(0, 10)
+	h := b.hosts.get("h")
+	n := 0
+	for range 100 {
+		if b.allow(h, t0.Unix(), true) {
+			n++
+		}
+	}
+	if n != 20 {
+		t.Fatalf("floor of 10/s allowed %d retries in one instant, want 20", n)
+	}
+	if b.allow(h, t0.Unix()+1, true) {
+		t.Error("floor spent at t0 allowed a retry 1s later")
+	}
+	if !b.allow(h, t0.Unix()+2, true) {
+		t.Error("floor spent at t0 still spent 2s later")
 	}
 }
 

@@ -30,11 +30,11 @@ func TestHostsIsolated(t *testing.T) {
 		resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h5000/", nil))
 		resp.Body.Close()
 	}
-	if !hostOf(tr, "h5000").open.Load() {
+	if !hostOf(tr, "h5000").cb.isOpen.Load() {
 		t.Fatal("the failing host's breaker did not open")
 	}
 	for _, h := range []string{"h0", "h1023", "h1024", "h4999"} {
-		if hostOf(tr, h).open.Load() || !tr.c.budget.allowRetry(h, unixSecond()) {
+		if hostOf(tr, h).cb.isOpen.Load() || !tr.c.budget.allowRetry(h, unixSecond()) {
 			t.Errorf("%s: breaker open or budget spent by another host's failures", h)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -184,7 +185,10 @@ var defaultConfig = sync.OnceValue(func() *config {
 func scheduleLength(b Backoff, maxAttempts int) time.Duration {
 	var sum, prev time.Duration
 	for m := 1; m < maxAttempts && m <= 64; m++ {
-		d := upperDelay(b, m, prev)
+		d := max(upperDelay(b, m, prev), 0)
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64 // saturates: a hold's limit never wraps around
+		}
 		sum, prev = sum+d, d
 	}
 	return sum

@@ -23,7 +23,7 @@ func TestLoadPolicies(t *testing.T) {
 	rates := trs["shipping-rates"].c
 	if rates.name != "shipping-rates" || rates.maxAttempts != 3 || rates.backoff != (fullJitter{100 * time.Millisecond, 2 * time.Second}) ||
 		rates.perAttemptTimeout != 800*time.Millisecond || rates.maxElapsed != 3*time.Second ||
-		rates.budget == nil || rates.budget.ratio != 0.1 || rates.budget.floor != 100 || rates.keyMethods != nil {
+		rates.budget == nil || rates.budget.ratio != 0.1 || rates.budget.perSecond != 10 || rates.keyMethods != nil {
 		t.Errorf("shipping-rates: %+v", rates)
 	}
 	for code, want := range map[int]bool{429: true, 503: true, 500: false, 501: false, 408: false} {
@@ -112,11 +112,11 @@ func FuzzPolicy(f *testing.F) {
 func TestBudgetSpecFloor(t *testing.T) {
 	for _, tt := range []struct {
 		json string
-		want float64 // the floor over the window
+		want float64 // the floor a second
 	}{
-		{`{"budget": {"max_retry_ratio": 0.2}}`, 100},
+		{`{"budget": {"max_retry_ratio": 0.2}}`, 10},
 		{`{"budget": {"max_retry_ratio": 0.2, "min_retries_per_second": 0}}`, 0},
-		{`{"budget": {"max_retry_ratio": 0.2, "min_retries_per_second": 1}}`, 10},
+		{`{"budget": {"max_retry_ratio": 0.2, "min_retries_per_second": 1}}`, 1},
 	} {
 		p, err := ParsePolicy([]byte(tt.json))
 		if err != nil {
@@ -124,8 +124,8 @@ func TestBudgetSpecFloor(t *testing.T) {
 		}
 		opts, err := p.Options()
 		c, _ := newConfig(nil, opts)
-		if err != nil || c.budget.floor != tt.want || c.budget.ratio != 0.2 {
-			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, c.budget.floor, c.budget.ratio, err, tt.want)
+		if err != nil || c.budget.perSecond != tt.want || c.budget.ratio != 0.2 {
+			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, c.budget.perSecond, c.budget.ratio, err, tt.want)
 		}
 	}
 }
@@ -143,7 +143,7 @@ func TestPoliciesCannotBeMisread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := tr["a"].c.budget; b == nil || b.ratio != DefaultBudgetRatio || b.floor != DefaultBudgetPerSecond*10 {
+	if b := tr["a"].c.budget; b == nil || b.ratio != DefaultBudgetRatio || b.perSecond != DefaultBudgetPerSecond {
 		t.Errorf(`"budget": {} gave %+v, want the default budget`, b)
 	}
 	for _, tt := range []struct{ doc, want string }{

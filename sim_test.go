@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -73,6 +74,7 @@ type simulation struct {
 	failFast      bool
 	budgetDefault bool
 	noBudget      bool
+	ratio, floor  float64 // the budget's, when there is one
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
@@ -260,9 +262,11 @@ func drawSim(seed uint64) *simulation {
 		add(WithoutBudget(), "budget=off")
 	case 1:
 		ratio, floor := r.Float64()*0.5, float64(r.IntN(20))
+		s.ratio, s.floor = ratio, floor
 		add(WithBudget(NewBudget(ratio, floor)), fmt.Sprintf("budget=%.2f/%v", ratio, floor))
 	default:
 		s.budgetDefault = true
+		s.ratio, s.floor = DefaultBudgetRatio, DefaultBudgetPerSecond
 		s.desc = append(s.desc, "budget=default")
 	}
 	var pt time.Duration // ProbeTimeout: the default, or drawn
@@ -739,24 +743,57 @@ func simStatus(r *http.Response) any {
 }
 
 // checkAlwaysFailing bounds what a host that never answers gets: the
-// first attempts, a tenth more (the budget's ratio), the probes, and the
-// floor of one window (100 retries), lent until the host counts as
-// failing.
+// first attempts and a tenth more (the budget's ratio), or the floor of
+// 2 s (20 retries), lent until the host counts as failing. Probes are
+// retries: they are charged too.
 func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float64, fail func(string, ...any)) {
 	if !s.faults.outageOnly || !s.budgetDefault || s.hedge > 0 || len(s.faults.outages) != 1 ||
 		s.faults.outages[0][0] != 0 || s.faults.outages[0][1] < time.Hour {
 		return
 	}
-	probes := float64(tr.c.gate.tickets.Load())
-	if limit := 1.1*requests + probes + 100; attempts > limit {
-		fail("always failing: %v attempts for %v requests and %v probes, want at most %v", attempts, requests, probes, limit)
+	if limit := requests + max(0.1*requests, 20) + 1; attempts > limit {
+		fail("always failing: %v attempts for %v requests, want at most %v", attempts, requests, limit)
 	}
 }
 
 // checkRecovery checks the one that matters most: once the host has been
 // seen answering again after the last outage, nothing is given up on by
-// the budget or the breaker. (It holds for scripts whose failures are
-// outages only, where a failure after that is not the host's.)
+// the breaker, and by the budget only once it is spent, as the run's own
+// count of the host's attempts shows. (It holds for scripts whose
+// failures are outages only, where a failure after that is not the
+// host's.)
+// budgetSpent reports whether the host's budget may have been spent at
+// at, by the run's own count of its attempts: the retries (hedges and
+// probes included) of the last 10 s fill ratio × the first attempts of
+// the last 9 s (the budget's one-second buckets count between 9 and 10 s
+// back), and those of the floor's span fill the floor.
+func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool {
+	span := 2 * time.Second
+	if s.floor > 0 && s.floor*2 < 1 {
+		span = time.Duration(min(math.Ceil(1/s.floor), 10)) * time.Second
+	}
+	var firsts, retries, recent int
+	for _, c := range s.callers {
+		if c.host != host {
+			continue
+		}
+		for j, a := range b.sent[c.id] {
+			age := at - a.at
+			switch {
+			case age < 0:
+			case j == 0 && age < 9*time.Second:
+				firsts++
+			case j > 0 && age < 10*time.Second:
+				retries++
+				if age < span {
+					recent++
+				}
+			}
+		}
+	}
+	return float64(retries+1) > s.ratio*float64(firsts) && float64(recent+1) > s.floor*span.Seconds()
+}
+
 func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ...any)) {
 	if !s.faults.outageOnly {
 		return
@@ -773,7 +810,11 @@ func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ..
 			}
 		}
 		switch g.reason {
-		case string(GiveUpBudget), string(GiveUpBreaker), string(GiveUpCircuitOpen):
+		case string(GiveUpBudget):
+			if up >= 0 && g.at > up && !s.budgetSpent(b, g.host, g.at) {
+				fail("a request to %s gave up (budget) at %v, after the host answered again at %v, with its budget not spent", g.host, g.at, up)
+			}
+		case string(GiveUpBreaker), string(GiveUpCircuitOpen):
 			if up >= 0 && g.at > up {
 				fail("a request to %s gave up (%s) at %v, after the host answered again at %v", g.host, g.reason, g.at, up)
 			}

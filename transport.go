@@ -209,7 +209,7 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 // only if the retry may be held and give up later.
 func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
 	g := k.c.gate
-	mayHold := g != nil && g.breaker != nil && !g.breaker.FailFast
+	mayHold := g != nil && g.breaker != nil // held, or refused after the wait: either gives up with it
 	switch {
 	case r.resp == nil:
 	case mayHold:

@@ -1,0 +1,120 @@
+// This file holds a host's health, the one score that admission's
+// controllers read: how many of its attempts have failed lately, since
+// when, and when an attempt that the host answered last started, so that
+// an outcome that started before it is known to be stale.
+
+package retryhttp
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// failingAfter is the score at which a host is failing (once its
+	// failures have lasted minFailingSpan): the budget lends it no floor.
+	failingAfter = 4
+	// minFailingSpan is how long failures must have lasted before a host
+	// counts as failing, or its breaker opens: failures that all come in
+	// one instant (a test's parallel requests with Constant(0), a burst
+	// retried at once) are no outage, and holding them would cost
+	// requests that succeed a moment later.
+	minFailingSpan = 10 * time.Millisecond
+	// staleSlack is how far apart two answers' starts may be before the
+	// later one is noted: the note costs a store on a shared line, so a
+	// busy healthy host takes at most one a millisecond.
+	staleSlack = int64(time.Millisecond)
+)
+
+// health is one host's score: +1 per fresh failure worth retrying, -2 per
+// answer, at least 0, at most its cap.
+type health struct {
+	score    atomic.Int32
+	since    atomic.Int64 // mono of the failure that took the score off 0
+	answered atomic.Int64 // mono start of an attempt the host answered lately, 0 if none
+	lastFail atomic.Int64 // mono of the latest fresh failure
+}
+
+// mono is the time since the package started, on the monotonic clock, plus
+// monoOffset so that it is positive (0 stands for none) even inside a
+// testing/synctest bubble, whose clock it then follows: one clock read
+// where time.Now makes two.
+func mono() int64 { return int64(time.Since(clockBase)) + monoOffset }
+
+const monoOffset = 1 << 62
+
+// secondOf is the Unix second of the monotonic time m, anchored to the wall
+// clock at start, so that a step of the wall clock cannot move the
+// budget's buckets under it.
+func secondOf(m int64) int64 { return (clockBase.UnixNano() + m - monoOffset) / int64(time.Second) }
+
+// unixSecond returns the current Unix second, as secondOf.
+func unixSecond() int64 { return secondOf(mono()) }
+
+var clockBase = time.Now()
+
+// stale reports whether an attempt that started at start began before an
+// attempt that the host has answered since: its failure says nothing of
+// the host now.
+func (h *health) stale(start int64) bool { return start < h.answered.Load() }
+
+// answer takes an answer to an attempt that started at start: it notes
+// the start, and takes 2 off the score. On a healthy host it writes at
+// most once a millisecond.
+func (h *health) answer(start int64) {
+	if start > h.answered.Load()+staleSlack {
+		h.answered.Store(start)
+	}
+	for {
+		s := h.score.Load()
+		if s == 0 {
+			return
+		}
+		n := max(s-2, 0)
+		if h.score.CompareAndSwap(s, n) {
+			if n == 0 {
+				h.since.Store(0)
+			}
+			return
+		}
+	}
+}
+
+// fail adds a fresh failure at m (mono) to the score, up to cap, and
+// returns it.
+func (h *health) fail(m int64, cap int32) int32 {
+	if h.lastFail.Load() < m {
+		h.lastFail.Store(m)
+	}
+	for {
+		s := h.score.Load()
+		if s >= cap {
+			return s
+		}
+		if h.score.CompareAndSwap(s, s+1) {
+			if s == 0 {
+				h.since.Store(m)
+			}
+			return s + 1
+		}
+	}
+}
+
+// reset clears the score: the breaker closed.
+func (h *health) reset() {
+	h.score.Store(0)
+	h.since.Store(0)
+}
+
+// lasted reports whether the failures have lasted minFailingSpan at m.
+func (h *health) lasted(m int64) bool {
+	since := h.since.Load()
+	return since != 0 && m-since >= int64(minFailingSpan)
+}
+
+// failing reports whether the host is failing at m: the score has reached
+// failingAfter, the failures have lasted minFailingSpan, and the host has
+// not answered since the latest of them (its last word was a failure).
+func (h *health) failing(m int64) bool {
+	return h.score.Load() >= failingAfter && h.lasted(m) && h.answered.Load() <= h.lastFail.Load()
+}
