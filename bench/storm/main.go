@@ -1,7 +1,9 @@
-// Command storm reproduces a thundering herd: clients send a burst (or a
-// steady stream) of GETs to a loopback server that answers 503 for D
-// seconds, then serves a bounded capacity, and it reports, per retry
-// library, what the server received. It writes the per-100 ms series of
+// Command storm reproduces a thundering herd: clients send a burst, a
+// steady stream (open loop) or one request after another (closed loop) of
+// GETs to a loopback server that answers 503 for D seconds, then serves a
+// bounded capacity, or to a server that is overloaded (serves a fixed rate,
+// refuses the excess at once), and it reports, per retry library (and
+// "bare", no retries), what the server received. It writes the per-100 ms series of
 // attempts to CSV and draws them as PNG charts.
 //
 //	cd bench && go run ./storm -runs 3 -out results
@@ -53,6 +55,10 @@ func main() {
 		fleet(base, 500),
 		lone(base, 2),
 		lone(base, 10),
+		closed(base, "closed-W20-D30", 20, 0, false),
+		closed(base, "closed-fleet-W50-D30", 50, 100*time.Millisecond, true),
+		overload(base, 2),
+		overload(base, 4),
 	}
 	if *replot {
 		for _, sc := range scenarios {
@@ -67,7 +73,7 @@ func main() {
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
-		bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryablehttpDefaults,
+		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryablehttpDefaults,
 		bench.Retryablehttp(p), bench.Failsafe(p), bench.Naive,
 	}
 	for _, sc := range scenarios {
@@ -126,6 +132,24 @@ func lone(s Scenario, rate int) Scenario {
 	return s
 }
 
+// closed is a closed loop: w workers, each sending its next request when
+// the last one ends (after think), 5 s healthy, a 30 s outage, 5 s after;
+// one shared client, or (perWorker) a fleet of sequential clients.
+func closed(s Scenario, name string, w int, think time.Duration, perWorker bool) Scenario {
+	s = with(s, name, "closed", 30*time.Second, false, "")
+	s.Workers, s.Think, s.PerWorker = w, think, perWorker
+	return s
+}
+
+// overload is a server that serves 500 requests a second and refuses the
+// excess at once with a 503, never down, offered k times that (open loop,
+// one shared client) for 10 s.
+func overload(s Scenario, k int) Scenario {
+	s = with(s, fmt.Sprintf("overload-%dx", k), "steady", 0, false, "")
+	s.RateCap, s.Rate, s.Warmup, s.Recovery = 500, 500*k, 10*time.Second, 0
+	return s
+}
+
 func selected(list, name string) bool {
 	if list == "" {
 		return true
@@ -165,6 +189,11 @@ func median(rs []Result) Result {
 	m.AfterRequests = int(pick(func(r Result) float64 { return float64(r.AfterRequests) }))
 	m.AfterSuccess = int(pick(func(r Result) float64 { return float64(r.AfterSuccess) }))
 	m.Elapsed = time.Duration(pick(func(r Result) float64 { return float64(r.Elapsed) }))
+	m.Requests = int(pick(func(r Result) float64 { return float64(r.Requests) }))
+	m.OutageRequests = int(pick(func(r Result) float64 { return float64(r.OutageRequests) }))
+	m.FirstOK = time.Duration(pick(func(r Result) float64 { return float64(r.FirstOK) }))
+	m.OKAfter2s = int64(pick(func(r Result) float64 { return float64(r.OKAfter2s) }))
+	m.Served = int64(pick(func(r Result) float64 { return float64(r.Served) }))
 	return m
 }
 
@@ -180,14 +209,41 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	if sc.Instances > 1 {
 		mode = fmt.Sprintf("a fleet of %d instances, each its own client, arrivals round-robin", sc.Instances)
 	}
+	switch {
+	case sc.RateCap > 0:
+		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; medians of %d runs\n\n",
+			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runs)
+		fmt.Fprintln(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity | goodput / capacity | success |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		for _, r := range rs {
+			arr, good := r.Load(sc)
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f× | %.2f | %.1f%% |\n",
+				r.Contender, r.Requests, r.Attempts, r.Amplification(), arr, good, pct(r.Successes, r.Requests))
+		}
+		return
+	case sc.Shape == "closed":
+		if sc.PerWorker {
+			mode = "each worker its own client (a fleet of sequential clients)"
+		}
+		fmt.Fprintf(w, "\n%s: %d workers, each sending its next request when the last ends (think %v), %v healthy, %v outage, %v after; capacity %d × %v; %s; medians of %d runs\n\n",
+			sc.Name, sc.Workers, sc.Think, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, runs)
+		fmt.Fprintln(w, "| contender | requests | attempts | attempts/s at the server in outage | attempts in outage / requests started in it | first success after recovery | successes/s in 2 s after | success (all) | p99 time to fail |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		for _, r := range rs {
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f× | %v | %.0f | %.1f%% | %v |\n",
+				r.Contender, r.Requests, r.Attempts, r.OutageRate(sc), r.OutageAmplification(), firstOK(r.FirstOK),
+				float64(r.OKAfter2s)/2, pct(r.Successes, r.Requests), round(r.FailP99))
+		}
+		return
+	}
 	if sc.Shape == "steady" {
 		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v; %s%s; medians of %d runs\n\n",
 			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, ra, runs)
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | first success after recovery | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f× | %d | %d | %d | %.1f%% | %.1f%% | %.1f%% | %v | %v | %v |\n",
-				r.Contender, r.Requests, r.Attempts, r.OutageAmplification(), r.PeakOutage, r.PeakAfter2s, r.ShedAfter,
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f× | %d | %d | %d | %v | %.1f%% | %.1f%% | %.1f%% | %v | %v | %v |\n",
+				r.Contender, r.Requests, r.Attempts, r.OutageAmplification(), r.PeakOutage, r.PeakAfter2s, r.ShedAfter, firstOK(r.FirstOK),
 				pct(r.Successes, r.Requests), pct(r.OutageSuccess, r.OutageRequests), pct(r.AfterSuccess, r.AfterRequests),
 				round(r.P50), round(r.P99), round(r.FailP99))
 		}
@@ -202,6 +258,13 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 			r.Contender, r.Attempts, r.Amplification(), r.PeakOutage, r.PeakRecovery,
 			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds())
 	}
+}
+
+func firstOK(d time.Duration) string {
+	if d < 0 {
+		return "none"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }

@@ -1,8 +1,10 @@
 package main
 
 // The storm engine: a server that goes down for D, then serves a bounded
-// capacity; clients that send a burst or a steady stream through a
-// contender's RoundTripper; and what the server saw, per 100 ms.
+// capacity (or, for overload, serves a fixed rate and refuses the excess
+// at once, never down); clients that send a burst, a steady stream (open
+// loop) or one request after another (closed loop) through a contender's
+// RoundTripper; and what the server saw, per 100 ms.
 
 import (
 	"context"
@@ -23,7 +25,7 @@ import (
 // Scenario describes one storm.
 type Scenario struct {
 	Name       string
-	Shape      string        // "burst": N requests at t=0; "steady": Rate a second
+	Shape      string        // "burst": N requests at t=0; "steady": Rate a second; "closed": Workers, each sending its next request when the last ends
 	N          int           // burst size
 	Rate       int           // steady arrivals a second
 	Warmup     time.Duration // steady: healthy time before the outage
@@ -35,6 +37,10 @@ type Scenario struct {
 	PerProcess bool          // one client (RoundTripper) per request, sharing nothing
 	Instances  int           // steady: if > 1, arrivals go round-robin to this many clients, each its own RoundTripper and pool (a fleet)
 	Timeout    time.Duration // each request's context deadline
+	Workers    int           // closed: callers, each one request at a time
+	Think      time.Duration // closed: pause between a worker's requests
+	PerWorker  bool          // closed: each worker its own client (a fleet of sequential clients); else one shared
+	RateCap    int           // if > 0: the server serves this many requests a second (at once) and refuses the excess with 503 at once, and is never down
 }
 
 const bucket = 100 * time.Millisecond
@@ -58,6 +64,9 @@ type Result struct {
 	P50, P99       time.Duration
 	Series         []int64 // attempts per 100 ms from the start
 	Elapsed        time.Duration
+	FirstOK        time.Duration // from the end of the outage to the server's first 200 after it (-1: none)
+	OKAfter2s      int64         // 200s the server answered in the 2 s after the outage
+	Served         int64         // 200s the server answered in all
 }
 
 // server is the storm's flaky server.
@@ -70,6 +79,39 @@ type server struct {
 	shed     atomic.Int64
 	mu       sync.Mutex
 	series   []int64
+	firstOK  time.Duration // since start, the first 200 at or after downTo; 0: none yet
+	okAfter  int64
+	served   int64
+	tokens   float64 // RateCap: the bucket
+	refilled time.Duration
+}
+
+// admit takes a token of the RateCap bucket (a twentieth of a second's
+// worth at most), at t; mu is held.
+func (s *server) admit(t time.Duration) bool {
+	rate := float64(s.sc.RateCap)
+	s.tokens = min(s.tokens+(t-s.refilled).Seconds()*rate, max(rate/20, 1))
+	s.refilled = t
+	if s.tokens < 1 {
+		return false
+	}
+	s.tokens--
+	return true
+}
+
+// ok notes a 200 answered at t.
+func (s *server) ok(t time.Duration) {
+	s.mu.Lock()
+	s.served++
+	if t >= s.downTo && s.downTo > 0 {
+		if s.firstOK == 0 {
+			s.firstOK = t
+		}
+		if t < s.downTo+2*time.Second {
+			s.okAfter++
+		}
+	}
+	s.mu.Unlock()
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -81,6 +123,18 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.series = append(s.series, 0)
 	}
 	s.series[i]++
+	if s.sc.RateCap > 0 {
+		ok := s.admit(t)
+		s.mu.Unlock()
+		if !ok {
+			s.shed.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		s.ok(t)
+		io.WriteString(w, "ok")
+		return
+	}
 	s.mu.Unlock()
 	if t >= s.downFrom && t < s.downTo {
 		if v := retryAfter(s.sc.RetryAfter); v != "" {
@@ -97,6 +151,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	time.Sleep(s.sc.Work)
 	s.inflight.Add(-1)
+	s.ok(time.Since(s.start))
 	io.WriteString(w, "ok")
 }
 
@@ -138,8 +193,10 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		return Result{}, err
 	}
 	s := &server{sc: sc}
-	switch sc.Shape {
-	case "steady":
+	switch {
+	case sc.RateCap > 0:
+		s.downFrom, s.downTo = 0, 0 // never down
+	case sc.Shape != "burst":
 		s.downFrom, s.downTo = sc.Warmup, sc.Warmup+sc.Outage
 	default:
 		s.downFrom, s.downTo = 0, sc.Outage
@@ -163,7 +220,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 			next++
 			return fleet[next%len(fleet)]
 		}
-		if !sc.PerProcess {
+		if !sc.PerProcess && !sc.PerWorker {
 			return sharedRT
 		}
 		b := newBase()
@@ -198,6 +255,22 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		mu.Unlock()
 	}
 	switch sc.Shape {
+	case "closed":
+		total := sc.Warmup + sc.Outage + sc.Recovery
+		for range sc.Workers {
+			rt := client()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 1_000_000 && time.Since(s.start) < total; i++ {
+					wg.Add(1)
+					send(rt)
+					if sc.Think > 0 {
+						time.Sleep(sc.Think)
+					}
+				}
+			}()
+		}
 	case "steady":
 		total := sc.Warmup + sc.Outage + sc.Recovery
 		n := int(total.Seconds() * float64(sc.Rate))
@@ -232,6 +305,12 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	s.mu.Unlock()
 	r := Result{Contender: c.Name, Requests: len(outcomes), Series: series, Elapsed: elapsed}
 	r.ShedAfter = s.shed.Load()
+	s.mu.Lock()
+	r.FirstOK, r.OKAfter2s, r.Served = -1, s.okAfter, s.served
+	if s.firstOK > 0 {
+		r.FirstOK = s.firstOK - s.downTo
+	}
+	s.mu.Unlock()
 	var lat, failLat []time.Duration
 	for _, o := range outcomes {
 		inOutage := o.start >= s.downFrom && o.start < s.downTo
@@ -283,6 +362,18 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 }
 
 func (r Result) Amplification() float64 { return float64(r.Attempts) / float64(max(r.Requests, 1)) }
+
+// OutageRate is the attempts a second the server received in the outage.
+func (r Result) OutageRate(sc Scenario) float64 {
+	return float64(r.OutageAttempts) / max(sc.Outage.Seconds(), 1e-9)
+}
+
+// Load is what the server received, and what it served, as multiples of
+// its capacity (RateCap) over the run.
+func (r Result) Load(sc Scenario) (arrivals, goodput float64) {
+	c := float64(sc.RateCap) * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
+	return float64(r.Attempts) / max(c, 1), float64(r.Served) / max(c, 1)
+}
 
 // OutageAmplification is attempts during the outage over the requests that
 // started in it.
