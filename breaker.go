@@ -32,14 +32,14 @@ type BreakerConfig struct {
 	// most 1,000,000.
 	Threshold int
 	// ProbeBackoff spaces the probes while retries are held: the n-th
-	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
-	// the host failed, whether that was a probe, a first attempt or
-	// another request's retry. The default follows the retry schedule: a
-	// delay drawn between a fifth and a quarter of its length (560ms to
-	// 700ms with the defaults), so that a held retry sees about four
-	// probes while it is held, and a client whose first attempts come
-	// more often than that needs none. With FailFast,
-	// EqualJitter(250ms, 2s).
+	// probe may go ProbeBackoff.Delay(n, prev) after the last probe failed
+	// (or after the breaker opened, or the first retry was held), divided
+	// by a fourth of the retries held when more than 4 are (by 8 at most,
+	// and never under 20ms), so that a process with many callers waiting finds the host
+	// back sooner. The default follows the retry schedule: a delay drawn
+	// between a fifth and a quarter of its length (560ms to 700ms with the
+	// defaults). With FailFast, EqualJitter(250ms, 2s). A probe is a
+	// retry: the budget is charged for it, and with no room it waits.
 	ProbeBackoff Backoff
 	// ProbeTimeout is how long a probe may go unanswered before it counts
 	// as failed, so that a probe that hangs does not stop the next one.
@@ -50,21 +50,26 @@ type BreakerConfig struct {
 	// longer than its request's backoff schedule: until the time its last
 	// attempt would have gone at the latest, that is the sum of the
 	// backoff's upper bounds for every retry (2.8s with the defaults)
-	// after the request's first failure, and never before its own wait
-	// (Retry-After included) has ended. A retry that reaches its limit
-	// gives up only if an attempt sent to the host since it was held has
-	// failed, and a retry or a probe has failed since the host began
-	// failing (failed first attempts alone do not show that a retry would
-	// fail). Otherwise it goes out as the probe itself. A
-	// context deadline that comes sooner ends the hold sooner. The
-	// request then gives up with its last response, reason "breaker".
+	// after the request's first failure (while 4 or more retries to the
+	// host are held, less a random share of up to a fifth drawn once per
+	// request, so that callers held together do not come back together),
+	// and never before its own wait
+	// (Retry-After included) has ended. A context deadline or
+	// WithMaxElapsed that comes sooner ends the hold sooner; nothing, not
+	// a probe in flight, keeps it longer. At its limit a held retry gives
+	// up with its last response, reason "breaker", if a retry or a probe
+	// to the host has failed since the host last answered; otherwise
+	// (failed first attempts alone do not show that a retry would fail)
+	// it goes, charged to the budget.
 	MaxHold time.Duration
 	// FailFast makes the breaker refuse first attempts too while a host's
 	// breaker is open: RoundTrip returns at once an [*Error] for which
 	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
 	// without sending anything, so that the caller can serve a fallback.
 	// One request at a time goes out as the probe, at ProbeBackoff or as
-	// every sixth request that would be refused, whichever comes first.
+	// every sixth first attempt that would be refused, whichever comes
+	// first. A retry whose breaker is open gives up at once with its last
+	// response, reason circuit_open, unless it can go as the probe.
 	FailFast bool
 	// OnStateChange, if set, is called when a host's breaker opens or
 	// closes, on the goroutine of the RoundTrip whose attempt changed it,
@@ -98,11 +103,13 @@ type BreakerEvent struct {
 // with the zero BreakerConfig. While a host is failing, retries to it are
 // held instead of sent: one of them at a time goes out as a probe, and
 // when any attempt to the host succeeds (a probe, a first attempt, or
-// another request's retry), the held retries are released, paced as they
-// arrived, so that they come back no faster than they were held. A retry
-// that nothing releases within its own backoff schedule gives up with its
-// last response. Each breaker state is per host and per Transport. The
-// rules are in the package documentation, "Admission".
+// another request's retry), the held retries are released onto a ramp:
+// two more go per answer that follows, and each by its paced turn at the
+// latest, so that they come back as fast as the host answers but never as
+// a wave. A retry that nothing releases within its own backoff schedule
+// gives up with its last response. Every retry that leaves the hold is
+// charged to the budget. Each breaker state is per host and per
+// Transport. The rules are in the package documentation, "Admission".
 func WithRetryBreaker(cfg BreakerConfig) Option {
 	return Option{apply: func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }
@@ -395,14 +402,14 @@ func (cb *circuit) signal() {
 }
 
 // schedule sets when the next probe may go: a probe interval after now,
-// shorter the more retries are held (a fifth with 20 held, and never
-// under minProbeGap), so that a process with many callers waiting finds
-// the host back sooner.
+// shorter the more retries are held (a fifth with 20 held, an eighth at
+// most, and never under minProbeGap), so that a process with many
+// callers waiting finds the host back sooner.
 func (cb *circuit) schedule(now time.Time) {
 	d := max(cb.cfg.ProbeBackoff.Delay(cb.probes+1, cb.prevProbe), 0)
 	cb.prevProbe = d
 	if n := len(cb.held); n > 4 {
-		d = max(d*4/time.Duration(n), min(d, minProbeGap))
+		d = max(d*4/time.Duration(n), d/8, min(d, minProbeGap))
 	}
 	cb.nextProbe = now.Add(d)
 }

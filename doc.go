@@ -29,8 +29,9 @@
 //
 // Each request that failed in a way worth retrying and was not retried has
 // one [GiveUpReason], checked in this order: unsafe_method, body, attempts,
-// retry_after, deadline, max_elapsed, body (GetBody failed), budget; and,
-// for a retry the breaker held, breaker or circuit_open. RoundTrip then
+// retry_after, deadline, max_elapsed, body (GetBody failed), budget,
+// circuit_open; and, for a retry the breaker held, breaker, max_elapsed or
+// budget as it leaves the hold. RoundTrip then
 // returns the last response, or an [*Error] if there is none.
 //
 // # Policy per dependency and per request
@@ -46,75 +47,66 @@
 //
 // # Admission
 //
-// Per host and per Transport, one health score is kept: each attempt that
-// fails in a way worth retrying adds 1, each answer takes 2 off (down to
-// 0). A [Budget] caps retries per host at a share of first attempts, plus a
-// floor. The retry breaker ([WithRetryBreaker], on by default) holds the
-// retries to a host that is failing. The host is in one of three states:
+// Per host and per Transport, admission is a fixed list of controllers,
+// asked in order whether each attempt goes now, is held or is refused,
+// and told the fresh outcome of each attempt. They share one health
+// score: each attempt that fails in a way worth retrying adds 1, each
+// answer takes 2 off (down to 0). The host is failing once the score has
+// reached 4 over at least 10ms and its latest word was a failure. A
+// failure of an attempt that started before an attempt the host has
+// answered since is stale, and changes nothing.
 //
-//	          score >= 4 over 10ms (or >= Threshold at once)
-//	healthy  ───────────────────────────────────────────────▶  failing
-//	   ▲  ▲                                                     │   │
-//	   │  └────────────── answers, until the score is < 4 ──────┘   │
-//	   │                                                            │ score >= Threshold
-//	   │     any answer: score 0, held retries released, paced      │ over 10ms
-//	   └──────────────────────────  open  ◀─────────────────────────┘
+// The budget ([Budget], [WithBudget]) counts first attempts and charges
+// every retry that goes, whichever way it leaves: sent when its wait ends,
+// released from a hold, or sent as a probe; and every hedge.
 //
-// What a retry does, once the checks of "Why a retry is not made" allow
-// it after its wait (backoff, stretched by Retry-After):
+//   - a retry fits the share (10% of first attempts over 10 s) or, while
+//     the host is not failing, the floor (10 a second over 2 s).
+//   - if it fits neither, it gives up at once, reason budget, with its
+//     last response: no wait for a retry that will not be sent.
+//   - on a failing host, a retry that only the floor would let go is held
+//     by the breaker, and charged (floor included) when an answer
+//     releases it.
 //
-//   - healthy: it is charged to the budget (with the floor) and waits; if
-//     the budget has no room, it gives up at once, reason budget, without
-//     a wait and without being counted as a retry (unless the score is
-//     already 4: then it is held, as below).
-//   - failing: as healthy, without the floor; if the budget has no room,
-//     the retry is held (as below) rather than refused.
-//   - open: the retry is held, not charged. With FailFast it goes only as
-//     the probe, and otherwise gives up at once, reason circuit_open.
-//   - a retry that was charged and finds the breaker open when its wait
-//     ends is held too.
+// The breaker ([WithRetryBreaker], on by default):
 //
-// A held retry leaves the hold in one of three ways, and never before its
-// own wait (Retry-After included) has ended:
+//   - opens once the score reaches Threshold (10) over 10ms; any fresh
+//     answer closes it. While open, retries are held (FailFast: refused,
+//     reason circuit_open, first attempts too), unless one goes as the
+//     probe.
+//   - one probe at a time per host: the oldest held retry whose wait has
+//     ended, at ProbeBackoff after the last failed probe (sooner the more
+//     retries are held); one unanswered after ProbeTimeout counts as
+//     failed.
+//   - an answer releases every held retry onto a ramp: each later answer
+//     lets two more go, and each goes by its paced turn (as long after the
+//     answer as it was due after the first of them) at the latest.
+//   - a held retry ends at its limit: its backoff schedule from its first
+//     failure (2.8s with the defaults; while 4 or more are held, a
+//     random 80% to 100% of it, so that callers held together come back
+//     apart; MaxHold if set), never before its
+//     Retry-After, no later than the context deadline or [WithMaxElapsed].
+//     There it gives up, reason breaker (max_elapsed past WithMaxElapsed),
+//     if a retry or probe has failed since the host last answered;
+//     otherwise (failed first attempts say nothing of retries) it goes.
+//     Nothing keeps it past its limit, not a probe in flight.
 //
-//   - released: an answer from the host, to any attempt (a probe, a first
-//     attempt, another request's retry), releases every held retry; each
-//     goes as long after the answer as it was due (its wait's end, or when
-//     it was held, if later) after the earliest of them, so that they come
-//     back at the pace of their own schedules, but never later than halfway
-//     to its limit.
-//   - as the probe: one held retry at a time goes out, the oldest whose
-//     wait has ended, at ProbeBackoff after the host's last failure;
-//     charged to the budget unless it stands for 4 or more held retries. A
-//     probe unanswered after ProbeTimeout counts as failed.
-//   - at its limit: its request's backoff schedule from its first failure
-//     (2.8s with the defaults; MaxHold if set), never before its
-//     Retry-After, and no later than the context deadline or
-//     [WithMaxElapsed]. There it gives up with its last response, reason
-//     breaker, if an attempt sent to the host since it was held has
-//     failed and a retry or a probe has failed since the host began
-//     failing (failed first attempts alone do not show that a retry would
-//     fail: requests that each fail once must not be lost). Otherwise it
-//     goes as the probe itself (once no other probe is in flight), free
-//     of the budget, and gives up only if that fails and its schedule is
-//     spent. Past WithMaxElapsed it never goes, not even as the probe: it
-//     gives up, reason max_elapsed.
-//
-// First attempts are never held; with FailFast they are refused
-// ([ErrCircuitOpen]) while the breaker is open, except one in six and the
-// probe. Hedges ([WithHedging]) are charged to the budget and none goes
-// while the breaker is open or retries are held. Only retries that are
-// sent are logged as "retrying", counted in retryhttp_retries_total and
-// started through [WithAttemptHook]: attempts_total is requests_total plus
-// retries_total plus hedges_total, less the requests FailFast refused.
-// A waiting retry keeps its last response, within [DefaultHeldBodyMemory]
+// Every give-up returns the last response when there is one. First
+// attempts are never held. Hedges ([WithHedging]) do not go while the
+// breaker is open or retries are held. Only retries that are sent are
+// logged as "retrying", counted in retryhttp_retries_total and started
+// through [WithAttemptHook]: attempts_total is requests_total plus
+// retries_total plus hedges_total, less the requests FailFast refused. A
+// waiting retry keeps its last response, within [DefaultHeldBodyMemory]
 // per Transport.
 //
-// What this promises: protection costs attempts while a host is down, not
-// the successes after it is back. Once a host has been seen answering
-// again, no request whose limit has not passed is refused or given up on
-// by the budget or the breaker. A simulator (sim_test.go) checks this,
-// and the other invariants, over random option sets and fault scripts.
+// What this promises: retries add at most the budget's share to what a
+// host receives, under overload as in an outage, for a busy client, a
+// quiet one or a fleet; every wait is bounded by the request's own limits;
+// and once a host has been seen answering again, the breaker refuses and
+// gives up on nothing whose limit has not passed, and the budget refuses
+// only once it is spent. A simulator (sim_test.go) checks this, and the
+// other invariants, over random option sets and fault scripts.
 //
 // # Observability
 //

@@ -119,11 +119,12 @@ type hostState struct {
 
 // ticket is one request's admission state.
 type ticket struct {
-	start      int64     // mono: when the attempt in flight started
-	firstFail  time.Time // when its first attempt failed
-	wasHeld    bool      // a retry of it was held
-	retry      bool      // the attempt in flight is a retry or a probe
-	charged    bool      // the next attempt is charged to the budget, in chargedSec
+	start      int64         // mono: when the attempt in flight started
+	firstFail  time.Time     // when its first attempt failed
+	span       time.Duration // how long after firstFail a retry of it may be held (its share of the schedule)
+	wasHeld    bool          // a retry of it was held
+	retry      bool          // the attempt in flight is a retry or a probe
+	charged    bool          // the next attempt is charged to the budget, in chargedSec
 	chargedSec int64
 	probe      uint64 // the attempt in flight is this probe, if not 0
 	lastDelay  time.Duration

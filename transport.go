@@ -248,12 +248,24 @@ func (k *call) unclaim() {
 
 // holdTimes are the earliest and the latest times a retry of this request
 // that waits delay, ra of it the server's, may go if held: the limit is
-// its backoff schedule from the first failure (or MaxHold from now), but
+// its backoff schedule from the first failure (a random 80% to 100% of it
+// while 4 or more are held)
+// (or MaxHold from now), but
 // no sooner than the server's wait ends, and no later than WithMaxElapsed
 // or the context deadline; it goes no sooner than its wait, cut to the
 // limit.
 func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
-	limit = k.t.firstFail.Add(k.c.schedule)
+	if k.t.span == 0 {
+		// While 4 or more retries to the host are held, a random 80% to
+		// 100% of the schedule, drawn once per request, so that callers
+		// held together do not all come back together; the whole
+		// schedule for a quiet client's few.
+		k.t.span = k.c.schedule
+		if k.hs.cb.nHeld.Load() >= 4 {
+			k.t.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
+		}
+	}
+	limit = k.t.firstFail.Add(k.t.span)
 	if b := k.c.gate.breaker; b != nil && b.MaxHold > 0 {
 		limit = now.Add(b.MaxHold)
 	}
