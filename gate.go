@@ -389,7 +389,9 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 			kd = kindProbe
 		}
 		a := g.question(hs, kd)
-		a.healthy = a.healthy || end == holdReleased // the host has answered: the floor is back
+		// Released: the host has answered, the floor is back. At its
+		// limit with no retry seen failing: it was held for the floor.
+		a.healthy = a.healthy || end == holdReleased || end == holdGo
 		v := send
 		if g.budget != nil {
 			v = hs.bud.admit(a)

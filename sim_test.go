@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,6 +75,7 @@ type simulation struct {
 	desc          []string
 	failFast      bool
 	budgetDefault bool
+	huge          bool // a huge backoff, with WithMaxElapsed(2s)
 	noBudget      bool
 	ratio, floor  float64 // the budget's, when there is one
 	maxAtt        int
@@ -209,14 +212,15 @@ type simCaller struct {
 	keyed       bool
 	declared    bool          // Idempotent(ctx)
 	safeHeader  bool          // X-Safe: 1, which the Transport's WithIdempotentIf declares safe, if drawn
-	at          time.Duration // start
+	at          time.Duration // start (after follows ends, if set: the think time)
+	follows     int           // a closed loop: starts when caller follows-1 has ended; 0: open loop
 	deadline    time.Duration // 0: none
 	noRetry     bool
 	maxAttempts int // per-request WithMaxAttempts, 0: none
 }
 
 type simFaults struct {
-	outages     [][2]time.Duration // host answers 503 in these windows
+	outages     [][2]time.Duration // host answers 503 (or refuses) in these windows
 	failFirst   map[string]int     // a request's first n attempts get 503
 	latency     time.Duration
 	hangs       map[string]int // a request's n-th attempt hangs until its context ends
@@ -230,6 +234,11 @@ type simFaults struct {
 	// balancer): no retry can fail, so none may be lost to admission.
 	failOnce bool
 	spread   time.Duration // callers start within it
+	// late: an attempt that arrives in an outage is answered 503 after
+	// the latency even if the outage has ended by then (a late answer).
+	late bool
+	// refuse: the outages refuse connections instead of answering 503.
+	refuse bool
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -251,6 +260,16 @@ func drawSim(seed uint64) *simulation {
 		add(WithBackoff(EqualJitter(base, 10*base+ms)), fmt.Sprintf("EqualJitter(%v)", base))
 	case 4:
 		add(WithBackoff(Exponential(base, 10*base+ms)), fmt.Sprintf("Exponential(%v)", base))
+	case 5:
+		if r.IntN(3) == 0 {
+			// Huge durations: a schedule that would overflow, bounded by
+			// WithMaxElapsed (and a hold as long as it can be).
+			s.huge = true
+			s.opts = append(s.opts, WithBackoff(Constant(1<<61)), WithMaxElapsed(2*time.Second))
+			s.desc = append(s.desc, "Constant(1<<61) max-elapsed=2s")
+			break
+		}
+		s.desc = append(s.desc, "default-backoff")
 	default:
 		s.desc = append(s.desc, "default-backoff")
 	}
@@ -366,6 +385,18 @@ func (s *simulation) drawFaults(r *rand.Rand) {
 		f.latency = time.Duration(r.IntN(30)) * time.Millisecond
 	}
 	f.outageOnly = len(f.outages) > 0 && r.IntN(2) == 0
+	if r.IntN(4) == 0 {
+		f.late = true
+		f.latency = max(f.latency, time.Duration(50+r.IntN(500))*time.Millisecond)
+		if f.outageOnly && s.perAtt > 0 && f.latency >= s.perAtt {
+			f.latency = s.perAtt / 2 // no timeouts: every failure is the outage's
+		}
+		s.desc = append(s.desc, "late-answers")
+	}
+	if r.IntN(6) == 0 {
+		f.refuse = true
+		s.desc = append(s.desc, "outages-refuse-connections")
+	}
 	if f.outageOnly && s.perAtt > 0 && f.latency >= s.perAtt {
 		f.latency = s.perAtt / 2 // no timeouts: every failure is the outage's
 	}
@@ -394,6 +425,10 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 		if r.IntN(3) == 0 {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
 		}
+		if i > 0 && r.IntN(3) == 0 {
+			// A closed loop: after the previous caller ends, and a think time.
+			c.follows, c.at = i, time.Duration(r.IntN(100))*time.Millisecond
+		}
 		c.op = s.op != nil && r.IntN(2) == 0
 		c.streamed = c.method == "POST" && r.IntN(3) == 0
 		switch r.IntN(10) {
@@ -401,6 +436,10 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 			c.noRetry = true
 		case 1:
 			c.maxAttempts = 1 + r.IntN(3)
+		}
+		if s.faults.outageOnly && c.deadline > 0 && r.IntN(8) == 0 {
+			// A retry that hangs until its deadline: often the probe.
+			s.faults.hangs[c.id] = 2 + r.IntN(2)
 		}
 		if s.faults.failOnce {
 			s.faults.failFirst[c.id] = 1
@@ -431,8 +470,9 @@ type simBase struct {
 }
 
 type simAttempt struct {
-	at time.Duration
-	ra time.Duration // the Retry-After it was answered with, if any
+	at       time.Duration
+	ra       time.Duration // the Retry-After it was answered with, if any
+	answered bool          // the server answered it (any status)
 }
 
 func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -464,10 +504,22 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	answered := time.Since(b.start)
-	down := n <= f.failFirst[id]
-	for _, o := range f.outages {
-		down = down || (answered >= o[0] && answered < o[1])
+	judged := answered
+	if f.late {
+		judged = now // the outage's answer, late
 	}
+	down := n <= f.failFirst[id]
+	outage := false
+	for _, o := range f.outages {
+		outage = outage || (judged >= o[0] && judged < o[1])
+	}
+	if outage && f.refuse {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	down = down || outage
+	b.mu.Lock()
+	b.sent[id][n-1].answered = true
+	b.mu.Unlock()
 	h := http.Header{}
 	if f.shouldRetry != "" {
 		h.Set("X-Should-Retry", f.shouldRetry)
@@ -551,6 +603,7 @@ func (g *giveUps) Handle(_ context.Context, r slog.Record) error {
 }
 
 type simOutcome struct {
+	start    time.Duration // when RoundTrip was called
 	resp     *http.Response
 	err      error
 	panicked any
@@ -567,9 +620,19 @@ func (s *simulation) run(t *testing.T) []string {
 	opts := append(append([]Option(nil), s.opts...), WithMetrics(m), WithLogger(slog.New(gu)))
 	tr := New(b, opts...)
 	outcomes := make([]simOutcome, len(s.callers))
+	done := make([]chan struct{}, len(s.callers))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
 	var wg sync.WaitGroup
 	for i, c := range s.callers {
-		wg.Go(func() { outcomes[i] = s.call(t, tr, c, start) })
+		wg.Go(func() {
+			defer close(done[i])
+			if c.follows > 0 {
+				<-done[c.follows-1]
+			}
+			outcomes[i] = s.call(t, tr, c, start)
+		})
 	}
 	wg.Wait()
 	synctest.Wait()
@@ -616,6 +679,7 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 		req.Header.Set(HeaderIdempotencyKey, "key-"+c.id)
 	}
 	o.header = len(req.Header)
+	o.start = time.Since(start)
 	defer func() {
 		o.panicked = recover()
 		o.end = time.Since(start)
@@ -666,14 +730,22 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		// A 503 that is not retryable ends the call, unless the server
 		// says x-should-retry: true; only errors (a hang, a timeout, a
 		// panic) are retried then, and hedges are extra copies.
+		// (A refused connection never reached the server: it is retried
+		// whatever the method and status rules.)
+		reached := 0
+		for _, a := range sent {
+			if a.answered || !s.faults.refuse {
+				reached++
+			}
+		}
 		if s.final503 && s.faults.shouldRetry != "true" && s.perAtt == 0 && s.faults.hangs[c.id] == 0 &&
-			s.faults.panics[c.id] == 0 && len(sent) > 1+s.hedge {
-			fail("caller %s: %d attempts, but 503 is not retryable", c.id, len(sent))
+			s.faults.panics[c.id] == 0 && reached > 1+s.hedge {
+			fail("caller %s: %d attempts, but 503 is not retryable", c.id, reached)
 		}
-		if c.method == "POST" && !c.keyed && !declared && len(sent) > 1 {
-			fail("caller %s: an unkeyed POST reached the server %d times", c.id, len(sent))
+		if c.method == "POST" && !c.keyed && !declared && reached > 1 {
+			fail("caller %s: an unkeyed POST reached the server %d times", c.id, reached)
 		}
-		at := c.at
+		at := o.start
 		for j, a := range sent {
 			if c.op && s.op.elapsed > 0 && s.hedge == 0 && a.at > sent[0].at+s.op.elapsed {
 				fail("caller %s: attempt %d sent at %v, past the operation's caller_deadline_ms (%v after %v)", c.id, j+1, a.at, s.op.elapsed, sent[0].at)
@@ -691,6 +763,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		if c.deadline > 0 && o.end > at+c.deadline {
 			fail("caller %s: ended at %v, after its deadline at %v", c.id, o.end, at+c.deadline)
 		}
+		s.checkBounds(tr, c, o, sent, limit, fail)
 		if s.mustSucceed(c, limit, declared) && (o.resp == nil || o.resp.StatusCode != 200) {
 			fail("caller %s: its retry would have succeeded, but it ended with %v, %v after %d attempts", c.id, simStatus(o.resp), o.err, len(sent))
 		}
@@ -722,6 +795,40 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	return errs
 }
 
+// checkBounds checks that every wait is bounded: a caller with no deadline
+// ends within twice its schedule (its backoff's upper bounds: a hold, then
+// the retries after it; WithMaxElapsed with a huge backoff), the servers'
+// waits and the attempts' latency,
+// whatever another request's probe does; and that a caller whose last
+// attempt was answered, and that gave up, returns that answer, not an
+// error.
+func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent []simAttempt, limit int, fail func(string, ...any)) {
+	if o.panicked != nil || s.faults.panics[c.id] != 0 || s.faults.hangs[c.id] != 0 {
+		return
+	}
+	if c.deadline == 0 {
+		// A hold lasts at most the schedule from the first failure; the
+		// retries after it wait their own backoffs, within it again.
+		bound := 2 * scheduleLength(tr.c.backoff, max(limit, s.maxAtt))
+		if s.huge {
+			bound = 2 * time.Second
+		}
+		ra := time.Duration(0)
+		if s.faults.ra != "" {
+			n, _ := strconv.Atoi(s.faults.ra)
+			ra = time.Duration(n) * time.Second
+		}
+		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond) + 10*time.Millisecond
+		if took := o.end - o.start; took > bound {
+			fail("caller %s: took %v, past its bound %v (schedule, servers' waits, latency): %v", c.id, took, bound, sent)
+		}
+	}
+	if len(sent) > 0 && sent[len(sent)-1].answered && o.err != nil && o.resp == nil && s.hedge == 0 && s.perAtt == 0 &&
+		!errors.Is(o.err, context.DeadlineExceeded) && !errors.Is(o.err, context.Canceled) {
+		fail("caller %s: its last attempt was answered, but it ended with an error: %v", c.id, o.err)
+	}
+}
+
 // mustSucceed reports whether a caller must end with a 200: in a
 // fail-once script, where no retry fails, nothing but the caller's own
 // limits (its deadline, its attempts, its method, the budget, FailFast's
@@ -730,7 +837,7 @@ func (s *simulation) mustSucceed(c simCaller, limit int, declared bool) bool {
 	f := &s.faults
 	retryable := c.method == "GET" || c.keyed || declared
 	return f.failOnce && limit-s.hedge >= 2 && retryable && !(c.streamed && s.noBuffer) &&
-		c.deadline == 0 && !(c.op && s.op.elapsed > 0) &&
+		c.deadline == 0 && !(c.op && s.op.elapsed > 0) && !s.huge &&
 		s.noBudget && !s.failFast && !s.final503 && f.shouldRetry != "false" &&
 		(s.perAtt == 0 || f.latency < s.perAtt)
 }
@@ -747,7 +854,7 @@ func simStatus(r *http.Response) any {
 // 2 s (20 retries), lent until the host counts as failing. Probes are
 // retries: they are charged too.
 func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float64, fail func(string, ...any)) {
-	if !s.faults.outageOnly || !s.budgetDefault || s.hedge > 0 || len(s.faults.outages) != 1 ||
+	if !s.faults.outageOnly || !s.budgetDefault || s.hedge > 0 || s.faults.refuse || len(s.faults.outages) != 1 ||
 		s.faults.outages[0][0] != 0 || s.faults.outages[0][1] < time.Hour {
 		return
 	}
