@@ -1,0 +1,197 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
+)
+
+// The budget's promises under load, in virtual time: what a host that is
+// overloaded or always failing receives from the defaults.
+
+// counting answers 503 to every attempt after a little latency, and
+// counts them.
+type counting struct {
+	n       atomic.Int64
+	latency time.Duration
+	header  http.Header
+}
+
+func (c *counting) RoundTrip(*http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	time.Sleep(c.latency)
+	h := c.header
+	if h == nil {
+		h = http.Header{}
+	}
+	return &http.Response{StatusCode: 503, Body: http.NoBody, Header: h.Clone()}, nil
+}
+
+// A caller that sends one request at a time to a host that always fails
+// sends at most (1 + ratio) × its requests (the probes are retries, and
+// charged), however its budget is set.
+func TestSequentialCallerWithinBudget(t *testing.T) {
+	for _, tt := range []struct {
+		budget *Budget
+		n      int
+		max    int64
+	}{
+		{nil, 300, 330},                  // the default: NewBudget(0.1, 10)
+		{NewBudget(0.1, 2), 200, 220},    // a floor of 4 in 2 s
+		{NewBudget(0, 0.1), 3, 4},        // one retry in 10 s
+		{NewBudget(0.1, 10), 1000, 1100}, // longer than the window
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			base := &counting{latency: 100 * time.Microsecond}
+			opts := []Option{WithBackoff(Constant(0))}
+			if tt.budget != nil {
+				opts = append(opts, WithBudget(tt.budget))
+			}
+			tr := New(base, opts...)
+			for range tt.n {
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if got := base.n.Load(); got > tt.max {
+				t.Errorf("budget %+v: %d sequential requests to a host that always fails made %d attempts, want at most %d",
+					tt.budget, tt.n, got, tt.max)
+			}
+		})
+	}
+}
+
+// An overloaded host serves rate requests a second and refuses the rest
+// at once: retries add at most the budget's share to what it receives,
+// 1.1 × the requests, whatever the overload.
+func TestOverloadWithinBudget(t *testing.T) {
+	for _, k := range []int{2, 4} {
+		synctest.Test(t, func(t *testing.T) {
+			const rate = 500
+			var mu sync.Mutex
+			var tokens float64
+			last := time.Now()
+			var attempts atomic.Int64
+			base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				attempts.Add(1)
+				mu.Lock()
+				now := time.Now()
+				tokens = min(tokens+now.Sub(last).Seconds()*rate, rate/20)
+				last = now
+				ok := tokens >= 1
+				if ok {
+					tokens--
+				}
+				mu.Unlock()
+				code := 200
+				if !ok {
+					code = 503
+				}
+				return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			})
+			tr := New(base)
+			n := 5 * rate * k // 5 s at k × the capacity
+			var wg sync.WaitGroup
+			for i := range n {
+				time.Sleep(time.Second / time.Duration(rate*k))
+				_ = i
+				wg.Go(func() {
+					resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+					if err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			wg.Wait()
+			if got, max := attempts.Load(), int64(float64(n)*1.1)+20; got > max {
+				t.Errorf("%d× overload: %d requests made %d attempts (%.3f each), want at most %d", k, n, got, float64(got)/float64(n), max)
+			}
+		})
+	}
+}
+
+// A retry that the budget refuses gives up at once with its response,
+// whatever the host's state and whatever the server asks to wait: never a
+// wait for a retry that will not be sent.
+func TestBudgetRefusalNeverWaits(t *testing.T) {
+	for _, breaker := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			base := &counting{header: http.Header{"Retry-After": {"20"}}}
+			opts := []Option{WithBudget(NewBudget(0, 0))}
+			if !breaker {
+				opts = append(opts, WithoutRetryBreaker())
+			}
+			tr := New(base, opts...)
+			for range 12 {
+				time.Sleep(5 * time.Millisecond) // the host is failing after a few
+				start := time.Now()
+				resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+				if err != nil || resp.StatusCode != 503 || time.Since(start) != 0 {
+					t.Fatalf("breaker %v: RoundTrip = %v, %v after %v; want the 503 at once", breaker, resp, err, time.Since(start))
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// A Budget shared by two Transports stays one budget for as long as
+// either uses it, past a minute idle and the evictions it allows.
+func TestSharedBudgetStaysOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0.1, 0)
+		c1, c2 := newTestConfig(t, WithBudget(b)), newTestConfig(t, WithBudget(b))
+		h1 := c1.gate.hosts.get("h")
+		time.Sleep(2 * evictAfter * time.Second)
+		for i := range 200 { // the second Transport's other hosts make both maps merge
+			c2.gate.hosts.getKey("other"+string(rune('a'+i%26))+string(rune('a'+i/26)), nil, unixSecond())
+		}
+		if h2 := c2.gate.hosts.get("h"); h2.bud.e != h1.bud.e {
+			t.Fatal("two Transports sharing a Budget count host h apart after a minute idle")
+		}
+	})
+}
+
+// FailFast: when the breaker opens while a retry waits, the retry gives up
+// with its last response, as the same give-up decided before the wait
+// does; not with an error.
+func TestFailFastKeepsResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &counting{}
+		tr := New(base, WithBackoff(Constant(100*time.Millisecond)), WithoutBudget(),
+			WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
+		done := make(chan error, 1)
+		go func() {
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			if err == nil {
+				if resp.StatusCode != 503 {
+					err = errors.New(resp.Status)
+				}
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		for range 12 { // others' failures open the breaker while its retry waits
+			time.Sleep(2 * time.Millisecond)
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(NoRetry(context.Background())))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		if !hostOf(tr, "h").cb.isOpen.Load() {
+			t.Fatal("the breaker did not open")
+		}
+		if err := <-done; err != nil {
+			t.Errorf("a retry refused by FailFast after its wait ended with %v, want its 503", err)
+		}
+	})
+}
