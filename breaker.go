@@ -277,36 +277,38 @@ func (cb *circuit) undo(t taken) {
 
 // observe takes a fresh outcome; it reports a transition, if one happened,
 // with mu held (the gate lets it go once reported, in order).
-func (cb *circuit) observe(o seen) (ch change) {
+func (cb *circuit) observe(o seen) change {
 	if !o.answered && !o.failed && o.probe == 0 {
-		return ch
+		return change{}
 	}
-	if o.failed && o.retry && !cb.retryFailed.Load() {
-		cb.retryFailed.Store(true)
-	}
+	cb.noteRetry(o)
 	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && o.probe == 0
 	if quiet && (o.answered || !o.trip) {
-		// A healthy host's answer, or a failure that opens nothing: no lock.
-		if o.answered && cb.retryFailed.Load() {
-			cb.retryFailed.Store(false)
-		}
-		return ch
+		return change{} // a healthy host's answer, or a failure that opens nothing: no lock
 	}
 	cb.mu.Lock()
-	now := time.Now()
+	return cb.observeLocked(o, time.Now())
+}
+
+// noteRetry keeps retryFailed: set by a failed retry or probe, cleared by
+// an answer. It writes only when it changes.
+func (cb *circuit) noteRetry(o seen) {
+	if f := o.failed && o.retry; (f || o.answered) && cb.retryFailed.Load() != f {
+		cb.retryFailed.Store(f)
+	}
+}
+
+// observeLocked applies an outcome with mu held, and leaves it held.
+func (cb *circuit) observeLocked(o seen, now time.Time) change {
+	ch := change{locked: true}
 	switch {
 	case o.answered:
 		ch.closed = cb.open
 		cb.answered(now)
 	case o.failed:
 		if o.trip && !cb.open {
-			cb.open, ch.opened = true, true
-			cb.isOpen.Store(true)
-			if len(cb.held) == 0 {
-				cb.probes, cb.prevProbe = 0, 0
-				cb.schedule(now)
-			}
-			cb.rehold()
+			ch.opened = true
+			cb.trip(now)
 		}
 		if o.probe != 0 && o.probe == cb.probing {
 			cb.failedProbe(now)
@@ -314,8 +316,18 @@ func (cb *circuit) observe(o seen) (ch change) {
 	default:
 		cb.ended(o.probe, now) // the probe told nothing (its caller gave up)
 	}
-	ch.locked = true
 	return ch
+}
+
+// trip opens the circuit: held and ramping retries wait for a probe.
+func (cb *circuit) trip(now time.Time) {
+	cb.open = true
+	cb.isOpen.Store(true)
+	if len(cb.held) == 0 {
+		cb.probes, cb.prevProbe = 0, 0
+		cb.schedule(now)
+	}
+	cb.rehold()
 }
 
 // answered closes the circuit and releases every held retry onto the
@@ -589,34 +601,41 @@ func (cb *circuit) reprobe(ticket uint64) {
 // wait, its turn on the ramp, the end of the probe in flight, or the probe
 // time if it is first in line.
 func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
-	t := w.limit
 	switch w.state {
 	case holdGranted:
 		return w.notBefore
 	case holdRamping:
 		return w.turn
 	}
+	t := w.limit
 	if now.Before(w.notBefore) && w.notBefore.Before(t) {
 		t = w.notBefore
 	}
 	if cb.probing != 0 && cb.probeEnd.Before(t) {
 		t = cb.probeEnd
 	}
-	if cb.probing == 0 && cb.nextProbe.Before(t) {
-		at := cb.nextProbe
-		if at.Before(now) {
-			at = now
-		}
-		for _, x := range cb.held {
-			if !at.Before(x.notBefore) {
-				if x == w {
-					t = at
-				}
-				break
-			}
-		}
+	if at, first := cb.probeTurn(w, now); first && at.Before(t) {
+		t = at
 	}
 	return t
+}
+
+// probeTurn is when the next probe may go, and whether w is first in line
+// for it (the oldest held retry whose wait has ended by then).
+func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
+	if cb.probing != 0 {
+		return time.Time{}, false
+	}
+	at := cb.nextProbe
+	if at.Before(now) {
+		at = now
+	}
+	for _, x := range cb.held {
+		if !at.Before(x.notBefore) {
+			return at, x == w
+		}
+	}
+	return at, false
 }
 
 // await waits for a change, a wake, d, or the end of ctx.

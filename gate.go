@@ -246,9 +246,16 @@ func (g *gate) record(k *call, r *result) {
 			ch = x
 		}
 	}
-	if !ch.locked {
-		return
+	if ch.locked {
+		g.report(k, ch)
 	}
+}
+
+// report lets go of the breaker's lock, which observe left held, and
+// reports the transition, if one happened, in order with the host's
+// others.
+func (g *gate) report(k *call, ch change) {
+	hs := k.hs
 	if ch.closed {
 		hs.health.reset()
 	}
@@ -371,41 +378,50 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
 		end, ticket, err := hs.cb.hold(k.ctx, notBefore, limit)
 		now := time.Now()
-		if err != nil {
-			if err == context.DeadlineExceeded && !now.Before(limit) {
-				return GiveUpBreaker, nil // the deadline is the limit: give up with the last response
-			}
+		switch {
+		case err == context.DeadlineExceeded && !now.Before(limit):
+			return GiveUpBreaker, nil // the deadline is the limit: give up with the last response
+		case err != nil:
 			return "", err
-		}
-		if end == holdGiveUp || k.pastMaxElapsed(now) {
+		case k.pastMaxElapsed(now):
 			hs.cb.undo(taken{probe: ticket})
-			if k.pastMaxElapsed(now) {
-				return GiveUpMaxElapsed, nil
-			}
+			return GiveUpMaxElapsed, nil
+		case end == holdGiveUp:
 			return GiveUpBreaker, nil
 		}
-		kd := kindLeave
-		if end == holdProbe {
-			kd = kindProbe
+		if reason, again := g.leave(k, end, ticket); !again {
+			return reason, nil
 		}
-		a := g.question(hs, kd)
-		// Released: the host has answered, the floor is back. At its
-		// limit with no retry seen failing: it was held for the floor.
-		a.healthy = a.healthy || end == holdReleased || end == holdGo
-		v := send
-		if g.budget != nil {
-			v = hs.bud.admit(a)
-		}
-		if v.act == actSend {
-			k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, ticket
-			return "", nil
-		}
-		if end != holdProbe {
-			return GiveUpBudget, nil
-		}
-		hs.cb.reprobe(ticket)
 	}
 	return GiveUpBreaker, nil
+}
+
+// leave charges a retry that leaves its hold to the budget. A probe that
+// the budget has no room for goes back in the hold (again); any other
+// gives up, GiveUpBudget.
+func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, again bool) {
+	hs := k.hs
+	kd := kindLeave
+	if end == holdProbe {
+		kd = kindProbe
+	}
+	a := g.question(hs, kd)
+	// Released: the host has answered, the floor is back. At its limit
+	// with no retry seen failing: it was held for the floor.
+	a.healthy = a.healthy || end == holdReleased || end == holdGo
+	v := send
+	if g.budget != nil {
+		v = hs.bud.admit(a)
+	}
+	switch {
+	case v.act == actSend:
+		k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, ticket
+		return "", false
+	case end == holdProbe:
+		hs.cb.reprobe(ticket)
+		return "", true
+	}
+	return GiveUpBudget, false
 }
 
 // mayHedge asks for a hedge: none while the host's breaker is open or
