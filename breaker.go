@@ -104,9 +104,9 @@ type BreakerEvent struct {
 // held instead of sent: one of them at a time goes out as a probe, and
 // when any attempt to the host succeeds (a probe, a first attempt, or
 // another request's retry), the held retries are released onto a ramp:
-// two more go per answer that follows, and each by its paced turn at the
-// latest, so that they come back as fast as the host answers but never as
-// a wave. A retry that nothing releases within its own backoff schedule
+// two more go per answer to a first attempt, and each by its paced turn at
+// the latest, so that a busy process's callers come back as fast as the
+// host answers them, and a fleet's backlogs never as a wave. A retry that nothing releases within its own backoff schedule
 // gives up with its last response. Every retry that leaves the hold is
 // charged to the budget. Each breaker state is per host and per
 // Transport. The rules are in the package documentation, "Admission".
@@ -172,7 +172,7 @@ func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform
 //     ended, at ProbeBackoff after the last probe failed, sooner the more
 //     retries are held; one unanswered after ProbeTimeout counts as failed.
 //   - an answer releases every held retry onto a ramp: two go per answer
-//     that follows, and each by its paced turn at the latest.
+//     to a first attempt, and each by its paced turn at the latest.
 //   - a held retry gives up at its limit (reason breaker) once a retry or
 //     probe has failed since the host last answered; before that, it goes.
 //
@@ -232,6 +232,10 @@ const (
 	holdGiveUp                  // its limit, after a retry or probe failed
 	holdGo                      // its limit, no retry seen failing: go
 )
+
+// rampPerFirst is how many released retries an answer to a first attempt
+// lets go at once.
+const rampPerFirst = 2
 
 // minProbeGap bounds how close the probes come when many retries are held.
 const minProbeGap = 20 * time.Millisecond
@@ -304,7 +308,7 @@ func (cb *circuit) observeLocked(o seen, now time.Time) change {
 	switch {
 	case o.answered:
 		ch.closed = cb.open
-		cb.answered(now)
+		cb.answered(now, !o.retry)
 	case o.failed:
 		if o.trip && !cb.open {
 			ch.opened = true
@@ -331,8 +335,13 @@ func (cb *circuit) trip(now time.Time) {
 }
 
 // answered closes the circuit and releases every held retry onto the
-// ramp, in the order they were due; each answer earns the ramp two grants.
-func (cb *circuit) answered(now time.Time) {
+// ramp, in the order they were due. An answer to a first attempt lets two
+// on the ramp go at once: a process whose callers wait on held retries
+// sends new requests as they are freed, and so frees the rest within a
+// few round trips, while an instance with little traffic of its own (one
+// of a fleet) lets its backlog go at its paced turns, so that a fleet's
+// backlogs do not come back together.
+func (cb *circuit) answered(now time.Time, first bool) {
 	cb.open, cb.probing = false, 0
 	cb.isOpen.Store(false)
 	cb.retryFailed.Store(false)
@@ -363,7 +372,9 @@ func (cb *circuit) answered(now time.Time) {
 		cb.signal()
 	}
 	if len(cb.ramp) > 0 {
-		cb.credit += 2
+		if first {
+			cb.credit += rampPerFirst
+		}
 		cb.grant()
 	} else {
 		cb.credit = 0

@@ -78,9 +78,11 @@
 //     ended, at ProbeBackoff after the last failed probe (sooner the more
 //     retries are held); one unanswered after ProbeTimeout counts as
 //     failed.
-//   - an answer releases every held retry onto a ramp: each later answer
-//     lets two more go, and each goes by its paced turn (as long after the
-//     answer as it was due after the first of them) at the latest.
+//   - an answer releases every held retry onto a ramp: each answer to a
+//     first attempt lets two more go (a busy process's freed callers free
+//     the rest within a few round trips), and each goes by its paced turn
+//     (as long after the answer as it was due after the first of them) at
+//     the latest, so that a fleet's backlogs do not come back together.
 //   - a held retry ends at its limit: its backoff schedule from its first
 //     failure (2.8s with the defaults; while 4 or more are held, a
 //     random 80% to 100% of it, so that callers held together come back

@@ -213,7 +213,7 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	case sc.RateCap > 0:
 		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; medians of %d runs\n\n",
 			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runs)
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity | goodput / capacity | success |")
+		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup)
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 		for _, r := range rs {
 			arr, good := r.Load(sc)

@@ -368,11 +368,14 @@ func (r Result) OutageRate(sc Scenario) float64 {
 	return float64(r.OutageAttempts) / max(sc.Outage.Seconds(), 1e-9)
 }
 
-// Load is what the server received, and what it served, as multiples of
-// its capacity (RateCap) over the run.
+// Load is what the server received, as a multiple of its capacity
+// (RateCap) over the time the load was offered, and what it served, as a
+// multiple of its capacity over the whole run (a contender whose retries
+// go on after the offered load ends is served longer).
 func (r Result) Load(sc Scenario) (arrivals, goodput float64) {
-	c := float64(sc.RateCap) * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
-	return float64(r.Attempts) / max(c, 1), float64(r.Served) / max(c, 1)
+	offered := float64(sc.RateCap) * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
+	run := float64(sc.RateCap) * max(r.Elapsed.Seconds(), 1e-9)
+	return float64(r.Attempts) / max(offered, 1), float64(r.Served) / max(run, 1)
 }
 
 // OutageAmplification is attempts during the outage over the requests that
