@@ -237,6 +237,10 @@ const (
 // lets go at once.
 const rampPerFirst = 2
 
+// crowdSize is how many held retries make a crowd that would come back
+// together: past it, each new one is held a random share of its schedule.
+const crowdSize = 4
+
 // minProbeGap bounds how close the probes come when many retries are held.
 const minProbeGap = 20 * time.Millisecond
 

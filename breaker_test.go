@@ -387,7 +387,7 @@ func TestBreakerInvalidConfig(t *testing.T) {
 // the held retries are released. Without a budget all succeed with about
 // two attempts each; with the default budget, the retries that leave the
 // hold are charged, so no more go than the budget allows (10% of the
-// 200 first attempts, or the floor of 20 in 2 s) and the rest give up
+// 200 first attempts, or the floor of 30 in 3 s) and the rest give up
 // with their 503. First attempts are never held.
 func TestTransportBreakerBridgesBlip(t *testing.T) {
 	for _, budget := range []bool{false, true} {
@@ -449,9 +449,9 @@ func bridgesBlip(t *testing.T, budget bool) {
 			t.Errorf("%d of %d requests succeeded after a 1s outage, want all", ok.Load(), n)
 		case !budget && attempts.Load() > 2*n+40:
 			t.Errorf("%d attempts for %d requests, want about 2 each", attempts.Load(), n)
-		case budget && (attempts.Load() > n+1+20+5 || ok.Load() < 15):
+		case budget && (attempts.Load() > n+1+30+5 || ok.Load() < 15):
 			t.Errorf("default budget: %d attempts for %d requests, %d succeeded; want at most %d retries (+5 probes), and the ones sent to succeed",
-				attempts.Load(), n, ok.Load(), 20)
+				attempts.Load(), n, ok.Load(), 30)
 		}
 	})
 }

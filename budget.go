@@ -16,18 +16,18 @@ const (
 	budgetBuckets = 10 // one a second: a sliding window of about 10 s
 	budgetWindow  = budgetBuckets * time.Second
 	// floorSpan is the shortest span, in seconds, over which the floor
-	// counts: minPerSecond × 2 retries may go in any 2 s, so that a quiet
+	// counts: minPerSecond × 3 retries may go in any 3 s, so that a quiet
 	// client's burst of a few parallel requests can retry at once, but a
 	// sequential caller cannot draw the window's whole floor in an instant.
-	floorSpan = 2
+	floorSpan = 3
 )
 
 // A Budget caps the retries sent to each destination host (req.URL.Host).
 // A retry may go while the retries of the last 10 s are fewer than ratio ×
 // the first attempts of the last 10 s, or, while the host is not failing,
-// while the retries of the last 2 s are fewer than minPerSecond × 2 s (the
+// while the retries of the last 3 s are fewer than minPerSecond × 3 s (the
 // floor, so that a client with little traffic can still retry; for a rate
-// under 0.5 a second, over the span that holds one retry, up to 10 s). The
+// under 1/3 a second, over the span that holds one retry, up to 10 s). The
 // floor does not add to the share: a busy client retries at most ratio ×
 // its traffic, and a client that sends one request at a time to a host
 // that always fails sends at most about (1+ratio) × its requests.

@@ -11,7 +11,7 @@ import (
 
 // The budget's rule, driven alone: a retry fits the share (ratio × first
 // attempts over 10 s) or, on a host that is not failing, the floor
-// (minPerSecond over 2 s, or over the span that holds one retry); the
+// (minPerSecond over 3 s, or over the span that holds one retry); the
 // floor does not add to the share.
 func TestBudgetRatioAndFloor(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -23,10 +23,10 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 	}{
 		{0.1, 0, 100, true, 10},
 		{0.1, 0, 0, true, 0},
-		{0, 1, 50, true, 2},     // floor: 1/s over 2 s
+		{0, 1, 50, true, 3},     // floor: 1/s over 3 s
 		{0, 1, 50, false, 0},    // no floor for a failing host
 		{0.1, 1, 100, true, 10}, // the larger of the two, not their sum
-		{0.1, 10, 100, true, 20},
+		{0.1, 10, 100, true, 30},
 		{0.1, 10, 100, false, 10},
 		{0, 0.1, 0, true, 1}, // 0.1/s: one retry over 10 s
 		{0.5, 0, 7, true, 3},
@@ -53,7 +53,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 	}
 }
 
-// The floor counts over 2 s: spent now, it is back 2 s later, not 10.
+// The floor counts over 3 s: spent now, it is back 3 s later, not 10.
 func TestBudgetFloorSpan(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := NewBudget(0, 10)
@@ -64,14 +64,14 @@ func TestBudgetFloorSpan(t *testing.T) {
 			n++
 		}
 	}
-	if n != 20 {
-		t.Fatalf("floor of 10/s allowed %d retries in one instant, want 20", n)
+	if n != 30 {
+		t.Fatalf("floor of 10/s allowed %d retries in one instant, want 30", n)
 	}
-	if b.allow(h, t0.Unix()+1, true) {
-		t.Error("floor spent at t0 allowed a retry 1s later")
+	if b.allow(h, t0.Unix()+2, true) {
+		t.Error("floor spent at t0 allowed a retry 2s later")
 	}
-	if !b.allow(h, t0.Unix()+2, true) {
-		t.Error("floor spent at t0 still spent 2s later")
+	if !b.allow(h, t0.Unix()+3, true) {
+		t.Error("floor spent at t0 still spent 3s later")
 	}
 }
 

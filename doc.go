@@ -61,7 +61,7 @@
 // released from a hold, or sent as a probe; and every hedge.
 //
 //   - a retry fits the share (10% of first attempts over 10 s) or, while
-//     the host is not failing, the floor (10 a second over 2 s).
+//     the host is not failing, the floor (10 a second, counted over 3 s).
 //   - if it fits neither, it gives up at once, reason budget, with its
 //     last response: no wait for a retry that will not be sent.
 //   - on a failing host, a retry that only the floor would let go is held

@@ -44,7 +44,7 @@ func TestSequentialCallerWithinBudget(t *testing.T) {
 		max    int64
 	}{
 		{nil, 300, 330},                  // the default: NewBudget(0.1, 10)
-		{NewBudget(0.1, 2), 200, 220},    // a floor of 4 in 2 s
+		{NewBudget(0.1, 2), 200, 220},    // a floor of 6 in 3 s
 		{NewBudget(0, 0.1), 3, 4},        // one retry in 10 s
 		{NewBudget(0.1, 10), 1000, 1100}, // longer than the window
 	} {

@@ -851,14 +851,14 @@ func simStatus(r *http.Response) any {
 
 // checkAlwaysFailing bounds what a host that never answers gets: the
 // first attempts and a tenth more (the budget's ratio), or the floor of
-// 2 s (20 retries), lent until the host counts as failing. Probes are
+// 3 s (30 retries), lent until the host counts as failing. Probes are
 // retries: they are charged too.
 func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float64, fail func(string, ...any)) {
 	if !s.faults.outageOnly || !s.budgetDefault || s.hedge > 0 || s.faults.refuse || len(s.faults.outages) != 1 ||
 		s.faults.outages[0][0] != 0 || s.faults.outages[0][1] < time.Hour {
 		return
 	}
-	if limit := requests + max(0.1*requests, 20) + 1; attempts > limit {
+	if limit := requests + max(0.1*requests, 30) + 1; attempts > limit {
 		fail("always failing: %v attempts for %v requests, want at most %v", attempts, requests, limit)
 	}
 }
@@ -875,8 +875,8 @@ func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float6
 // the last 9 s (the budget's one-second buckets count between 9 and 10 s
 // back), and those of the floor's span fill the floor.
 func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool {
-	span := 2 * time.Second
-	if s.floor > 0 && s.floor*2 < 1 {
+	span := 3 * time.Second
+	if s.floor > 0 && s.floor*3 < 1 {
 		span = time.Duration(min(math.Ceil(1/s.floor), 10)) * time.Second
 	}
 	var firsts, retries, recent int
