@@ -61,7 +61,7 @@ func TestRunShowsLayersMultiplying(t *testing.T) {
 		"every answer lost, SDK retries 0 + retryhttp (4 attempts): the fake saw 4 attempts for one call, created 1 intent(s)",
 		// 3 × 4 = 12 without the budget; its floor is withdrawn after 4
 		// failures in a row, so each SDK retry gets one attempt: 4 + 1 + 1.
-		"every answer lost, SDK retries 2 + retryhttp (4 attempts): the fake saw 8 attempts for one call, created 1 intent(s)",
+		"every answer lost, SDK retries 2 + retryhttp (4 attempts): the fake saw 6 attempts for one call, created 1 intent(s)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
