@@ -26,8 +26,8 @@ func TestStormAccounting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Attempts > 100+30 || r.Successes < int(r.Attempts)-100-2 {
-		t.Errorf("retryhttp: %d attempts, %d of 100 succeeded; want at most 130, and the retries to succeed", r.Attempts, r.Successes)
+	if r.Attempts > 100+30 || r.Successes < int(r.Attempts)-100-10 {
+		t.Errorf("retryhttp: %d attempts, %d of 100 succeeded; want at most 130, and the retries to succeed (all but the probes sent in the outage)", r.Attempts, r.Successes)
 	}
 }
 
