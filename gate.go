@@ -445,11 +445,6 @@ func (g *gate) refund(k *call) {
 	k.t.charged = false
 }
 
-// sleepUntil waits until t, or until ctx ends.
-func sleepUntil(ctx context.Context, t time.Time) error {
-	return sleep(ctx, time.Until(t))
-}
-
 // sleep waits for d, or until ctx ends, and then returns ctx.Err().
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
