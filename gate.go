@@ -100,7 +100,7 @@ type gate struct {
 	breaker *BreakerConfig // resolved; nil: no breaker
 	hedge   *HedgeConfig   // nil: no hedging
 	hosts   hostMap[hostState]
-	tickets atomic.Uint64 // names probes; its count is the probes sent
+	tickets atomic.Uint64 // names probes; its count is the probes claimed
 }
 
 // hostState is one host's admission: its health and its controllers.
@@ -109,7 +109,7 @@ type hostState struct {
 	bud    budgetCtl // with a budget
 	cb     circuit   // with a breaker
 	ctls   []controller
-	buf    [2]controller
+	buf    [2]controller // ctls' array: the list costs no allocation
 	lat    *latencies // recent latencies, with hedging only
 	host   string     // the canonical host, for breaker events
 	// evMu orders the reports of this host's breaker transitions: taken

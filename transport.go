@@ -2,9 +2,9 @@
 // send an attempt, record it once, stop unless it failed in a way worth
 // retrying, decide (decide.go), wait, next attempt. What each step needs is
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
-// ladder), gate.go (admission: budget, breaker, holds, hedges; per-host
-// state), report.go (metrics,
-// logs, hook), errors.go (reasons and errors), policy.go (options).
+// ladder), gate.go (admission: the per-host controllers, budget.go and
+// breaker.go, over the host's health, health.go), report.go (metrics, logs,
+// hook), errors.go (reasons and errors), policy.go (options).
 
 package retryhttp
 
