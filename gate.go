@@ -110,8 +110,8 @@ type hostState struct {
 	cb     circuit   // with a breaker
 	ctls   []controller
 	buf    [2]controller // ctls' array: the list costs no allocation
-	lat    *latencies // recent latencies, with hedging only
-	host   string     // the canonical host, for breaker events
+	lat    *latencies    // recent latencies, with hedging only
+	host   string        // the canonical host, for breaker events
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
