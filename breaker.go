@@ -32,8 +32,10 @@ type BreakerConfig struct {
 	// most 1,000,000.
 	Threshold int
 	// ProbeBackoff spaces the probes while retries are held: the n-th
-	// probe may go ProbeBackoff.Delay(n, prev) after the last probe failed
-	// (or after the breaker opened, or the first retry was held), divided
+	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
+	// the host failed (a probe, a first attempt or another request's
+	// retry: a client whose first attempts keep coming needs no probe; or
+	// after the breaker opened, or the first retry was held), divided
 	// by a fourth of the retries held when more than 4 are (by 8 at most,
 	// and never under 20ms), so that a process with many callers waiting finds the host
 	// back sooner. The default follows the retry schedule: a delay drawn
@@ -169,7 +171,7 @@ func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform
 //   - while open, a retry is held (FailFast: refused, reason circuit_open,
 //     and so is a first attempt), unless it goes as the probe.
 //   - one probe at a time per host, the oldest held retry whose wait has
-//     ended, at ProbeBackoff after the last probe failed, sooner the more
+//     ended, at ProbeBackoff after the last failure, sooner the more
 //     retries are held; one unanswered after ProbeTimeout counts as failed.
 //   - an answer releases every held retry onto a ramp: two go per answer
 //     to a first attempt, and each by its paced turn at the latest.
@@ -320,6 +322,8 @@ func (cb *circuit) observeLocked(o seen, now time.Time) change {
 		}
 		if o.probe != 0 && o.probe == cb.probing {
 			cb.failedProbe(now)
+		} else if o.probe == 0 {
+			cb.pushProbe(now)
 		}
 	default:
 		cb.ended(o.probe, now) // the probe told nothing (its caller gave up)
@@ -439,6 +443,17 @@ func (cb *circuit) schedule(now time.Time) {
 		d = max(d*4/time.Duration(n), d/8, min(d, minProbeGap))
 	}
 	cb.nextProbe = now.Add(d)
+}
+
+// pushProbe puts the next probe back by its interval from now: another
+// attempt to the host has just failed, and told as much as a probe would,
+// so that a client whose first attempts keep coming sends no probes.
+func (cb *circuit) pushProbe(now time.Time) {
+	if cb.open || len(cb.held) > 0 {
+		if at := now.Add(cb.prevProbe); cb.nextProbe.Before(at) {
+			cb.nextProbe = at
+		}
+	}
 }
 
 // failedProbe records the probe in flight as failed: the next one waits.

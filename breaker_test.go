@@ -185,7 +185,8 @@ func TestBreakerProbeThenRamp(t *testing.T) {
 }
 
 // A failed probe schedules the next one at ProbeBackoff after it; a first
-// attempt that fails meanwhile does not push it back.
+// attempt that fails meanwhile pushes it back, so that traffic that keeps
+// flowing needs no probes.
 func TestBreakerFailedProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestConfig(t, WithoutBudget(),
@@ -203,11 +204,11 @@ func TestBreakerFailedProbe(t *testing.T) {
 		c.gate.record(probe, &result{retryable: true}) // the probe failed
 		go func() {
 			time.Sleep(30 * time.Millisecond)
-			feed(c, h, "F") // a first attempt failed
+			feed(c, h, "F") // a first attempt failed at 32ms: the next probe waits 50ms from there
 		}()
 		start = time.Now()
-		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 50*time.Millisecond {
-			t.Errorf("next probe %s after %v, want the probe 50ms after the failed probe", got, time.Since(start))
+		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 82*time.Millisecond {
+			t.Errorf("next probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
 		}
 	})
 }

@@ -75,9 +75,9 @@
 //     reason circuit_open, first attempts too), unless one goes as the
 //     probe.
 //   - one probe at a time per host: the oldest held retry whose wait has
-//     ended, at ProbeBackoff after the last failed probe (sooner the more
-//     retries are held); one unanswered after ProbeTimeout counts as
-//     failed.
+//     ended, at ProbeBackoff after the last failure to the host (a client
+//     whose first attempts keep coming needs none; sooner the more retries
+//     are held); one unanswered after ProbeTimeout counts as failed.
 //   - an answer releases every held retry onto a ramp: each answer to a
 //     first attempt lets two more go (a busy process's freed callers free
 //     the rest within a few round trips), and each goes by its paced turn
