@@ -211,8 +211,8 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	}
 	switch {
 	case sc.RateCap > 0:
-		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; medians of %d runs\n\n",
-			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runs)
+		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; %s\n\n",
+			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runsText(runs))
 		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup)
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 		for _, r := range rs {
@@ -225,8 +225,8 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 		if sc.PerWorker {
 			mode = "each worker its own client (a fleet of sequential clients)"
 		}
-		fmt.Fprintf(w, "\n%s: %d workers, each sending its next request when the last ends (think %v), %v healthy, %v outage, %v after; capacity %d × %v; %s; medians of %d runs\n\n",
-			sc.Name, sc.Workers, sc.Think, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, runs)
+		fmt.Fprintf(w, "\n%s: %d workers, each sending its next request when the last ends (think %v), %v healthy, %v outage, %v after; capacity %d × %v; %s; %s\n\n",
+			sc.Name, sc.Workers, sc.Think, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, runsText(runs))
 		fmt.Fprintln(w, "| contender | requests | attempts | attempts/s at the server in outage | attempts in outage / requests started in it | first success after recovery | successes/s in 2 s after | success (all) | p99 time to fail |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
@@ -237,8 +237,8 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 		return
 	}
 	if sc.Shape == "steady" {
-		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v; %s%s; medians of %d runs\n\n",
-			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, ra, runs)
+		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v; %s%s; %s\n\n",
+			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, ra, runsText(runs))
 		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | first success after recovery | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
@@ -249,8 +249,8 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 		}
 		return
 	}
-	fmt.Fprintf(w, "\n%s: %d GETs at t=0, %v outage; capacity %d × %v; %s%s; medians of %d runs\n\n",
-		sc.Name, sc.N, sc.Outage, sc.Capacity, sc.Work, mode, ra, runs)
+	fmt.Fprintf(w, "\n%s: %d GETs at t=0, %v outage; capacity %d × %v; %s%s; %s\n\n",
+		sc.Name, sc.N, sc.Outage, sc.Capacity, sc.Work, mode, ra, runsText(runs))
 	fmt.Fprintln(w, "| contender | attempts | amplification | peak /100ms outage | peak /100ms after | success | p50 | p99 | done after |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
@@ -258,6 +258,13 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 			r.Contender, r.Attempts, r.Amplification(), r.PeakOutage, r.PeakRecovery,
 			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds())
 	}
+}
+
+func runsText(runs int) string {
+	if runs == 1 {
+		return "one run"
+	}
+	return fmt.Sprintf("medians of %d runs", runs)
 }
 
 func firstOK(d time.Duration) string {
