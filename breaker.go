@@ -300,6 +300,12 @@ func (cb *circuit) observe(o seen) change {
 	return cb.observeLocked(o, time.Now())
 }
 
+// quiet reports, without a lock, that the circuit is closed, holds
+// nothing and has seen no retry fail: an answer changes nothing in it.
+func (cb *circuit) quiet() bool {
+	return !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.retryFailed.Load()
+}
+
 // noteRetry keeps retryFailed: set by a failed retry or probe, cleared by
 // an answer. It writes only when it changes.
 func (cb *circuit) noteRetry(o seen) {

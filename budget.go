@@ -186,8 +186,7 @@ type budgetCtl struct {
 func (c *budgetCtl) admit(a ask) verdictOf {
 	h := &c.e.v
 	if a.kind == kindFirst {
-		c.e.touch(a.sec)
-		bucketAdd(&h.firsts[uint64(a.sec)%budgetBuckets], a.sec)
+		c.countFirst(a.sec)
 		return send
 	}
 	if a.free {
@@ -200,6 +199,12 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 		return hold
 	}
 	return refuse(GiveUpBudget)
+}
+
+// countFirst counts a first attempt in second sec.
+func (c *budgetCtl) countFirst(sec int64) {
+	c.e.touch(sec)
+	bucketAdd(&c.e.v.firsts[uint64(sec)%budgetBuckets], sec)
 }
 
 func (c *budgetCtl) undo(t taken) {

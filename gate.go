@@ -120,6 +120,7 @@ type hostState struct {
 // ticket is one request's admission state.
 type ticket struct {
 	start      int64         // mono: when the attempt in flight started
+	sec        int64         // the Unix second the request began in
 	firstFail  time.Time     // when its first attempt failed
 	span       time.Duration // how long after firstFail a retry of it may be held (its share of the schedule)
 	wasHeld    bool          // a retry of it was held
@@ -168,13 +169,24 @@ func (g *gate) enter(k *call, scheme, host string) {
 	var buf [maxHostKey]byte
 	key, kb := canonicalHost(scheme, host, &buf)
 	k.t.start = mono()
-	k.hs = g.hosts.getKey(key, kb, secondOf(k.t.start))
+	k.t.sec = secondOf(k.t.start)
+	k.hs = g.hosts.getKey(key, kb, k.t.sec)
 }
 
 // admitFirst asks the controllers for a first attempt: the budget counts
 // it; only FailFast refuses one, while the host's breaker is open.
 func (g *gate) admitFirst(k *call) bool {
-	v := g.ask(k.hs, ask{kind: kindFirst, sec: secondOf(k.t.start), healthy: true})
+	hs := k.hs
+	if !hs.cb.isOpen.Load() {
+		// The success path: while the breaker is closed, only the budget
+		// has anything to do with a first attempt (count it), and it
+		// refuses none; asked directly, it costs no dispatch.
+		if hs.bud.e != nil {
+			hs.bud.countFirst(k.t.sec)
+		}
+		return true
+	}
+	v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true})
 	k.t.probe = v.probe
 	return v.act == actSend
 }
@@ -239,6 +251,9 @@ func (g *gate) record(k *call, r *result) {
 		s := hs.health.fail(m, g.scoreCap())
 		o.failed = true
 		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(m)
+	}
+	if o.answered && o.probe == 0 && hs.cb.quiet() {
+		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
 	var ch change
 	for _, c := range hs.ctls {
