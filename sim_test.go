@@ -873,11 +873,19 @@ func (s *simulation) checkAlwaysFailing(tr *Transport, attempts, requests float6
 // at, by the run's own count of its attempts: the retries (hedges and
 // probes included) of the last 10 s fill ratio × the first attempts of
 // the last 9 s (the budget's one-second buckets count between 9 and 10 s
-// back), and those of the floor's span fill the floor.
+// back), and those of the floor's span fill the floor. Retries sent soon
+// after at count too: they were charged when decided, before their wait.
 func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool {
 	span := 3 * time.Second
 	if s.floor > 0 && s.floor*3 < 1 {
 		span = time.Duration(min(math.Ceil(1/s.floor), 10)) * time.Second
+	}
+	// A retry is charged when it is decided and sent when its wait ends:
+	// those sent up to a wait after at were charged by then.
+	wait := 2 * time.Second
+	if s.faults.ra != "" {
+		n, _ := strconv.Atoi(s.faults.ra)
+		wait += time.Duration(n) * time.Second
 	}
 	var firsts, retries, recent int
 	for _, c := range s.callers {
@@ -887,6 +895,9 @@ func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool
 		for j, a := range b.sent[c.id] {
 			age := at - a.at
 			switch {
+			case j > 0 && age < 0 && -age <= wait:
+				retries++
+				recent++
 			case age < 0:
 			case j == 0 && age < 9*time.Second:
 				firsts++
