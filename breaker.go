@@ -166,17 +166,11 @@ func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform
 
 // circuit is the breaker's controller for one host. Its rules:
 //
-//   - open: once the host's score reaches Threshold over 10ms; closed by
-//     any fresh answer from the host.
-//   - while open, a retry is held (FailFast: refused, reason circuit_open,
-//     and so is a first attempt), unless it goes as the probe.
-//   - one probe at a time per host, the oldest held retry whose wait has
-//     ended, at ProbeBackoff after the last failure, sooner the more
-//     retries are held; one unanswered after ProbeTimeout counts as failed.
-//   - an answer releases every held retry onto a ramp: two go per answer
-//     to a first attempt, and each by its paced turn at the latest.
-//   - a held retry gives up at its limit (reason breaker) once a retry or
-//     probe has failed since the host last answered; before that, it goes.
+//   - opens at Threshold over 10ms; any fresh answer closes it.
+//   - open: retries held (FailFast: refused, first attempts too), but one probe a host at a time.
+//   - probes: ProbeBackoff after the last failure, sooner the more are held.
+//   - an answer puts the held onto a ramp: 2 go per answered first attempt, each by its turn.
+//   - at its limit a held retry gives up if a retry failed since the last answer; else it goes.
 //
 // Its state is guarded by mu; open and the number held are mirrored in
 // atomics for the lock-free read on every attempt.
