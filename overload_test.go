@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -180,16 +179,7 @@ func TestFailFastKeepsResponse(t *testing.T) {
 			}
 			done <- err
 		}()
-		for range 12 { // others' failures open the breaker while its retry waits
-			time.Sleep(2 * time.Millisecond)
-			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(NoRetry(context.Background())))
-			if err == nil {
-				resp.Body.Close()
-			}
-		}
-		if !hostOf(tr, "h").cb.isOpen.Load() {
-			t.Fatal("the breaker did not open")
-		}
+		openBreaker(t, tr, new(atomic.Bool)) // others' failures open it while its retry waits
 		if err := <-done; err != nil {
 			t.Errorf("a retry refused by FailFast after its wait ended with %v, want its 503", err)
 		}
