@@ -139,7 +139,7 @@ func TestRefusedRetryGivesUpAtOnce(t *testing.T) {
 		m := NewMetrics()
 		var retries int
 		tr := New(base, WithBudget(NewBudget(0, 0)), WithMetrics(m),
-			WithOnRetry(func(RetryEvent) { retries++ }))
+			retryHook(func(AttemptStart) { retries++ }))
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		if err != nil || resp.StatusCode != 503 {
@@ -176,7 +176,7 @@ func TestAttemptsAreRequestsPlusSentRetries(t *testing.T) {
 		m := NewMetrics()
 		var onRetry atomic.Int64
 		tr := New(base, WithMetrics(m), WithBudget(NewBudget(0.1, 1)),
-			WithOnRetry(func(RetryEvent) { onRetry.Add(1) }))
+			retryHook(func(AttemptStart) { onRetry.Add(1) }))
 		var wg sync.WaitGroup
 		for i := range 300 {
 			wg.Go(func() {

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -87,11 +88,15 @@ func (f RoundTripperFuncForTest) RoundTrip(r *http.Request) (*http.Response, err
 // of the routes, each with attempts of its own.
 func operations(t *testing.T, routes ...string) Option {
 	t.Helper()
-	var p Policy
+	docs := []Policy{mustPolicy(t, `{"dependency": "d"}`)}
 	for i, r := range routes {
-		p.Operations = append(p.Operations, Policy{Match: r, Retry: &RetrySpec{MaxAttemptsTotal: 2 + i}})
+		docs = append(docs, mustPolicy(t, fmt.Sprintf(`{"dependency": "d", "match": %q, "retry": {"max_attempts_total": %d}}`, r, 2+i)))
 	}
-	opts, err := p.Options()
+	ps, err := NewPolicies(docs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := ps["d"].Options()
 	if err != nil || len(opts) != 1 {
 		t.Fatalf("operations: %d options, %v", len(opts), err)
 	}

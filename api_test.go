@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -81,12 +82,59 @@ func TestAPIPageNamesEveryExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := exportedNames(t)
-	if len(names) < 100 {
+	if len(names) < 60 {
 		t.Fatalf("found %d exported names; the parser missed some", len(names))
 	}
 	for _, n := range names {
 		if !strings.Contains(string(page), "`"+n+"`") {
 			t.Errorf("docs/api.md does not list %s", n)
 		}
+	}
+}
+
+// exportedFields are the exported fields of the package's exported struct
+// types, as Type.Field.
+func exportedFields(t *testing.T) []string {
+	var fields []string
+	for _, d := range packageDecls(t) {
+		g, ok := d.(*ast.GenDecl)
+		if !ok {
+			continue
+		}
+		for _, s := range g.Specs {
+			ts, ok := s.(*ast.TypeSpec)
+			if !ok || !ts.Name.IsExported() {
+				continue
+			}
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			for _, f := range st.Fields.List {
+				for _, n := range f.Names {
+					if n.IsExported() {
+						fields = append(fields, ts.Name.Name+"."+n.Name)
+					}
+				}
+			}
+		}
+	}
+	return fields
+}
+
+// The API stays small: at most 95 exported names and 70 exported fields,
+// and docs/api.md says how many there are.
+func TestAPISize(t *testing.T) {
+	names, fields := len(exportedNames(t)), len(exportedFields(t))
+	if names > 95 || fields > 70 {
+		t.Errorf("%d exported names and %d exported fields; the bound is 95 and 70", names, fields)
+	}
+	page, err := os.ReadFile("docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(page)), " ")
+	if want := fmt.Sprintf("There are %d exported names and %d exported fields", names, fields); !strings.Contains(text, want) {
+		t.Errorf("docs/api.md does not say %q", want)
 	}
 }

@@ -58,13 +58,23 @@ func uniform(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rand.Int64N(span+1))
 }
 
+// checkBase panics with baseErr's error, for a constructor called in code.
 func checkBase(fn string, base, max time.Duration) {
+	if err := baseErr(fn, base, max); err != nil {
+		panic(err.Error())
+	}
+}
+
+// baseErr is what is wrong with a backoff's base and max, or nil: the one
+// check of the constructors and of a policy's retry section.
+func baseErr(fn string, base, max time.Duration) error {
 	if base < 0 {
-		panic(fmt.Sprintf("retryhttp: %s: base %v is negative", fn, base))
+		return fmt.Errorf("retryhttp: %s: base %v is negative", fn, base)
 	}
 	if max < base {
-		panic(fmt.Sprintf("retryhttp: %s: max %v is less than base %v", fn, max, base))
+		return fmt.Errorf("retryhttp: %s: max %v is less than base %v", fn, max, base)
 	}
+	return nil
 }
 
 type fullJitter struct{ base, max time.Duration }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,13 +80,16 @@ func BenchmarkOverhead(b *testing.B) {
 		{"retryhttp+metrics", func() http.RoundTripper { return New(base(), WithMetrics(NewMetrics())) }},
 		{"retryhttp+all", func() http.RoundTripper {
 			return New(base(), WithMetrics(NewMetrics()), WithName("all"), WithRetryBreaker(BreakerConfig{}),
-				WithLogger(slog.New(slog.DiscardHandler)), WithOnRetry(func(RetryEvent) {}),
+				WithLogger(slog.New(slog.DiscardHandler)),
 				WithAttemptHeader("Retry-Attempt"), WithIdempotencyKeys())
 		}},
 		{"retryhttp+opaque", func() http.RoundTripper { return New(mem) }},
 		{"retryhttp+operations", func() http.RoundTripper { // a policy's operations, none of which matches
-			p := Policy{Operations: []Policy{{Match: "POST /a/*"}, {Match: "GET /b/*/c"}}}
-			opts, err := p.Options()
+			ps, err := LoadPolicies(strings.NewReader(`[{"dependency": "d"}, {"dependency": "d", "match": "POST /a/*"}, {"dependency": "d", "match": "GET /b/*/c"}]`))
+			if err != nil {
+				panic(err)
+			}
+			opts, err := ps["d"].Options()
 			if err != nil {
 				panic(err)
 			}

@@ -130,19 +130,19 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// DefaultHeldBodyMemory bounds the memory that the responses kept by
+// defaultHeldBodyMemory bounds the memory that the responses kept by
 // waiting retries hold, per Transport: a retry that waits, or is held by
 // the breaker, keeps its last response in memory (up to 64 KiB of its
 // body), so that it can return it if it gives up. Past the bound, what is
 // kept is cut (see ErrHeldBodyTruncated), so that thousands of requests
 // waiting behind a host that answers with large error pages cannot hold
 // more than this.
-const DefaultHeldBodyMemory = 4 << 20
+const defaultHeldBodyMemory = 4 << 20
 
 // ErrHeldBodyTruncated is what reading the body of a response ends with,
 // after the bytes that were kept, when a request gave up after waiting
 // and its last response's body was longer than its share of
-// DefaultHeldBodyMemory (64 KiB, or less while other waiting requests
+// defaultHeldBodyMemory (64 KiB, or less while other waiting requests
 // hold the rest). The status and headers are whole.
 var ErrHeldBodyTruncated = errors.New("retryhttp: response body cut: a waiting retry kept only part of it")
 

@@ -17,11 +17,6 @@ import (
 // BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
 // zero field takes its default.
 type BreakerConfig struct {
-	// Disabled turns the breaker off, as WithoutRetryBreaker does.
-	//
-	// Deprecated: use WithoutRetryBreaker, the one way to turn off a
-	// feature that is on by default; Disabled stays until v1.
-	Disabled bool
 	// Threshold opens a host's breaker: each attempt to the host that
 	// fails in a way worth retrying adds 1 to the host's health score,
 	// each answer takes 2 off (down to 0), and the breaker opens when the
@@ -113,7 +108,7 @@ type BreakerEvent struct {
 // charged to the budget. Each breaker state is per host and per
 // Transport. The rules are in the package documentation, "Admission".
 func WithRetryBreaker(cfg BreakerConfig) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithRetryBreaker", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }
 		switch {
 		case cfg.Threshold < 0:
@@ -125,32 +120,28 @@ func WithRetryBreaker(cfg BreakerConfig) Option {
 		case cfg.ProbeTimeout < 0:
 			return optErr(name("ProbeTimeout", cfg.ProbeTimeout), "timeout is negative")
 		}
-		if cfg.Disabled {
-			c.breaker = nil
-			return nil
-		}
 		c.breaker = &cfg
 		return nil
-	}, name: "WithRetryBreaker"}
+	})
 }
 
 // WithoutRetryBreaker turns the retry breaker off: every retry is sent
 // when its wait ends, limited by the budget alone, and FailFast is off too.
 func WithoutRetryBreaker() Option {
-	return Option{apply: func(c *config) error {
+	return option("WithoutRetryBreaker", func(c *config) error {
 		c.breaker = nil
 		return nil
-	}, name: "WithoutRetryBreaker"}
+	})
 }
 
 // resolveBreaker fills in the defaults once the retry schedule is known.
 func resolveBreaker(cfg BreakerConfig, schedule time.Duration) *BreakerConfig {
 	if cfg.Threshold == 0 {
-		cfg.Threshold = DefaultBreakerThreshold
+		cfg.Threshold = defaultBreakerThreshold
 	}
 	if cfg.ProbeBackoff == nil {
 		if cfg.FailFast {
-			cfg.ProbeBackoff = equalJitter{DefaultFailFastProbeBase, DefaultFailFastProbeMax}
+			cfg.ProbeBackoff = equalJitter{defaultFailFastProbeBase, defaultFailFastProbeMax}
 		} else {
 			lo := max(schedule/5, time.Millisecond)
 			cfg.ProbeBackoff = uniformBackoff{lo, max(schedule/4, lo)}

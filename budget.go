@@ -62,11 +62,8 @@ type Budget struct {
 //
 // It panics if ratio or minPerSecond is negative, NaN or infinite.
 func NewBudget(ratio, minPerSecond float64) *Budget {
-	if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
-		panic(fmt.Sprintf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio))
-	}
-	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
-		panic(fmt.Sprintf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond))
+	if err := budgetErr(ratio, minPerSecond); err != nil {
+		panic(err.Error())
 	}
 	span := floorSpan
 	if minPerSecond > 0 && minPerSecond*floorSpan < 1 {
@@ -75,6 +72,18 @@ func NewBudget(ratio, minPerSecond float64) *Budget {
 	b := &Budget{ratio: ratio, perSecond: minPerSecond, span: span, floor: minPerSecond * float64(span)}
 	b.hosts.evictable = func(h *hostBudget) bool { return h.refs.Load() == 0 }
 	return b
+}
+
+// budgetErr is what is wrong with NewBudget's arguments, or nil: the one
+// check of NewBudget and of a policy's budget section.
+func budgetErr(ratio, minPerSecond float64) error {
+	if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		return fmt.Errorf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio)
+	}
+	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
+		return fmt.Errorf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond)
+	}
+	return nil
 }
 
 // hostBudget counts one host's first attempts and retries in one-second

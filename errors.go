@@ -8,7 +8,6 @@ package retryhttp
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -91,13 +90,6 @@ func (e *Error) Timeout() bool {
 	return errors.As(e.Err, &t) && t.Timeout()
 }
 
-// Temporary reports what the last error reports, where it says (net/http's
-// own timeouts and context.DeadlineExceeded say true).
-func (e *Error) Temporary() bool {
-	var t interface{ Temporary() bool }
-	return errors.As(e.Err, &t) && t.Temporary()
-}
-
 // ErrAttemptTimeout is what an attempt that outlived WithPerAttemptTimeout
 // ends with; errors.Is finds it in the error RoundTrip returns.
 var ErrAttemptTimeout = errors.New("retryhttp: attempt timed out")
@@ -125,19 +117,7 @@ func (e *attemptTimeoutError) Error() string {
 }
 func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
 func (e *attemptTimeoutError) Timeout() bool        { return true }
-func (e *attemptTimeoutError) Temporary() bool      { return true }
 
-// RetryEvent describes a retry about to be sent, for WithOnRetry.
-//
-// Deprecated: use WithAttemptHook: its AttemptStart (Attempt > 1) is a
-// retry as it is sent, with its Delay, and the AttemptEnd of the attempt
-// before says what that attempt ended with. RetryEvent stays until v1.
-type RetryEvent struct {
-	Request     *http.Request // the caller's request: read it, do not keep or modify it
-	Attempt     int           // the attempt that failed, 1 for the first
-	MaxAttempts int
-	Delay       time.Duration // the wait it had before it is sent: its backoff, or what a hold took
-	Outcome     string        // what the attempt ended with: the status code ("503") or the error class ("reset", "timeout", ...)
-	StatusCode  int           // the failed attempt's status, 0 if it ended in an error
-	Err         error         // the failed attempt's error, nil if it had a response
-}
+// Temporary makes an attempt timeout a net.Error, which *Error, without
+// it, wraps.
+func (e *attemptTimeoutError) Temporary() bool { return true }

@@ -51,8 +51,8 @@ func TestErrorKeepsTimeout(t *testing.T) {
 // An error that is not a timeout does not say it is one.
 func TestErrorNotTimeout(t *testing.T) {
 	e := &Error{Attempts: 1, Err: errors.New("boom")}
-	if e.Timeout() || e.Temporary() {
-		t.Errorf("%v: Timeout %v, Temporary %v; want false", e, e.Timeout(), e.Temporary())
+	if e.Timeout() {
+		t.Errorf("%v: Timeout is true; want false", e)
 	}
 }
 

@@ -47,7 +47,7 @@ type HedgeConfig struct {
 // attempt hook, WithRetryIf, a panic of the base) runs or surfaces on the
 // goroutine of RoundTrip. The default is no hedging.
 func WithHedging(cfg HedgeConfig) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithHedging", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithHedging(%s: %v)", field, v) }
 		switch {
 		case cfg.Delay < 0:
@@ -60,14 +60,14 @@ func WithHedging(cfg HedgeConfig) Option {
 			return optErr(name("MaxExtra", cfg.MaxExtra), "more than %d extra copies", maxHedgeExtra)
 		}
 		if cfg.Percentile == 0 {
-			cfg.Percentile = DefaultHedgePercentile
+			cfg.Percentile = defaultHedgePercentile
 		}
 		if cfg.MaxExtra == 0 {
-			cfg.MaxExtra = DefaultHedgeMaxExtra
+			cfg.MaxExtra = defaultHedgeMaxExtra
 		}
 		c.hedge = &cfg
 		return nil
-	}, name: "WithHedging"}
+	})
 }
 
 // latencies is a host's recent latencies of successful first attempts: a

@@ -49,10 +49,10 @@ type AttemptEnd struct {
 // goroutines of their own, at the same time. The default is none; without
 // one, an attempt costs nothing more.
 func WithAttemptHook(h func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd))) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithAttemptHook", func(c *config) error {
 		c.attemptHook = h
 		return nil
-	}, name: "WithAttemptHook"}
+	})
 }
 
 // endAttempt reports the end of the attempt in flight to the hook, once.

@@ -14,12 +14,13 @@ import (
 	"github.com/google/uuid"
 )
 
-// The two headers that net/http itself treats as marking a request
-// replayable (Request.isReplayable in net/http/request.go).
-const (
-	HeaderIdempotencyKey  = "Idempotency-Key"
-	HeaderXIdempotencyKey = "X-Idempotency-Key"
-)
+// HeaderIdempotencyKey is the header that WithIdempotencyKeys adds. It and
+// X-Idempotency-Key are the two headers that net/http itself treats as
+// marking a request replayable (Request.isReplayable in
+// net/http/request.go); a request that carries either is keyed.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+const headerXIdempotencyKey = "X-Idempotency-Key"
 
 // idempotentMethod reports whether RFC 9110 defines method as idempotent.
 // The empty method means GET, as in net/http.
@@ -47,14 +48,14 @@ func hasIdempotencyKey(h http.Header, thorough bool) bool {
 	if _, ok := h[HeaderIdempotencyKey]; ok {
 		return true
 	}
-	if _, ok := h[HeaderXIdempotencyKey]; ok {
+	if _, ok := h[headerXIdempotencyKey]; ok {
 		return true
 	}
 	if !thorough {
 		return false
 	}
 	for k := range h {
-		if strings.EqualFold(k, HeaderIdempotencyKey) || strings.EqualFold(k, HeaderXIdempotencyKey) {
+		if strings.EqualFold(k, HeaderIdempotencyKey) || strings.EqualFold(k, headerXIdempotencyKey) {
 			return true
 		}
 	}
@@ -92,13 +93,12 @@ func (s methodSet) has(method string) bool {
 // Declare it for requests that only read, or whose effect the server makes
 // once, over a method that RFC 9110 does not call idempotent: DynamoDB's
 // GetItem and Query, Elasticsearch's _search, a GraphQL query, a chat
-// completion. It is WithRequestOptions(ctx, WithIdempotentIf(always)), and
-// costs a request nothing more than one context lookup.
+// completion. It costs a request nothing more than one context lookup.
 func Idempotent(ctx context.Context) context.Context {
-	return WithRequestOptions(ctx, Option{apply: func(c *config) error {
+	return WithRequestOptions(ctx, requestOption("Idempotent", func(c *config) error {
 		c.declaredSafe = alwaysSafe
 		return nil
-	}, name: "Idempotent", perRequest: true})
+	}))
 }
 
 func alwaysSafe(*http.Request) bool { return true }
@@ -107,16 +107,15 @@ func alwaysSafe(*http.Request) bool { return true }
 // their method (as Idempotent does for one request): safe is called once
 // per request that is not already retried by its method or a key, before
 // its first attempt, on the goroutine of RoundTrip; it must not read the
-// body. The default declares none. It may be given for one request
-// (WithRequestOptions).
+// body. The default declares none. For one request, use Idempotent.
 func WithIdempotentIf(safe func(*http.Request) bool) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithIdempotentIf", func(c *config) error {
 		if safe == nil {
 			return optErr("WithIdempotentIf(nil)", "a function is required")
 		}
 		c.declaredSafe = safe
 		return nil
-	}, name: "WithIdempotentIf", perRequest: true}
+	})
 }
 
 // routes matches requests against "METHOD pattern" entries, such as
@@ -148,9 +147,13 @@ func (rs routes) match(r *http.Request) bool {
 	if method == "" {
 		method = http.MethodGet
 	}
+	p := r.URL.Path
+	if p == "" {
+		p = "/" // http://h is http://h/
+	}
 	for _, x := range rs {
 		if x.method == method || x.method == "*" {
-			if ok, _ := path.Match(x.pattern, r.URL.Path); ok {
+			if ok, _ := path.Match(x.pattern, p); ok {
 				return true
 			}
 		}

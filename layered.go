@@ -68,7 +68,7 @@ func (k *call) detectLayered() {
 		// redirect's hop (http.Client copies the headers onto it).
 		key := h.Get(HeaderIdempotencyKey)
 		if key == "" {
-			key = h.Get(HeaderXIdempotencyKey)
+			key = h.Get(headerXIdempotencyKey)
 		}
 		if key != "" && c.layers.keys.seen(k.req.URL.Host+" "+key, unixSecond()) {
 			k.layered(layerKey)

@@ -128,10 +128,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // nothing. Several Transports may share one Metrics; give them names with
 // WithName.
 func WithMetrics(m *Metrics) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithMetrics", func(c *config) error {
 		c.metricsSrc = m
 		return nil
-	}, name: "WithMetrics"}
+	})
 }
 
 const defaultName = "default"

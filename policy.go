@@ -23,22 +23,22 @@ import (
 
 // Defaults, as documented on each option.
 const (
-	DefaultMaxAttempts     = 4
-	DefaultBackoffBase     = 200 * time.Millisecond
-	DefaultBackoffMax      = 10 * time.Second
-	DefaultMaxRetryAfter   = 30 * time.Second
-	DefaultBodyBufferLimit = 1 << 20
-	DefaultBudgetRatio     = 0.1
-	DefaultBudgetPerSecond = 10
+	defaultMaxAttempts     = 4
+	defaultBackoffBase     = 200 * time.Millisecond
+	defaultBackoffMax      = 10 * time.Second
+	defaultMaxRetryAfter   = 30 * time.Second
+	defaultBodyBufferLimit = 1 << 20
+	defaultBudgetRatio     = 0.1
+	defaultBudgetPerSecond = 10
 
 	// The retry breaker's, on by default (BreakerConfig).
-	DefaultBreakerThreshold  = 10
-	DefaultFailFastProbeBase = 250 * time.Millisecond
-	DefaultFailFastProbeMax  = 2 * time.Second
+	defaultBreakerThreshold  = 10
+	defaultFailFastProbeBase = 250 * time.Millisecond
+	defaultFailFastProbeMax  = 2 * time.Second
 
 	// Hedging's, off by default (HedgeConfig).
-	DefaultHedgePercentile = 0.95
-	DefaultHedgeMaxExtra   = 1
+	defaultHedgePercentile = 0.95
+	defaultHedgeMaxExtra   = 1
 )
 
 // Defaults and bounds that are documented but not exported: the breaker's
@@ -59,14 +59,40 @@ const (
 	minHedgeSamples = 20
 )
 
-// An Option configures a Transport. Options are applied in order by New,
-// which panics, naming the option, if one of them is invalid.
-type Option struct {
-	apply func(*config) error
-	// name is the option's, for WithRequestOptions' message; perRequest
-	// says that it may be given for one request (WithRequestOptions).
-	name       string
-	perRequest bool
+// An Option configures a Transport. New applies its options in order and
+// panics, naming the option, if one of them is invalid. Options are made
+// by the With functions of this package; those that may also apply to one
+// request are RequestOptions.
+type Option interface {
+	apply(*config) error
+	optionName() string
+}
+
+// A RequestOption is an Option that may also be given for one request,
+// through WithRequestOptions: WithMaxAttempts, WithBackoff,
+// WithRetryableStatuses, WithNonRetryableStatuses, WithPerAttemptTimeout,
+// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf and WithIdempotencyKeys.
+type RequestOption struct{ opt }
+
+// opt is an option: its name, for messages, and what it sets.
+type opt struct {
+	name string
+	set  func(*config) error
+}
+
+func (o opt) apply(c *config) error {
+	if o.set == nil { // the zero RequestOption sets nothing
+		return nil
+	}
+	return o.set(c)
+}
+
+func (o opt) optionName() string { return o.name }
+
+func option(name string, set func(*config) error) Option { return opt{name, set} }
+
+func requestOption(name string, set func(*config) error) RequestOption {
+	return RequestOption{opt{name, set}}
 }
 
 // config is what the options resolve into, once, in New.
@@ -94,7 +120,6 @@ type config struct {
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
 	logRoute          func(*http.Request) string // WithLogRoute
-	onRetry           func(RetryEvent)
 	name              string
 	attemptHeader     string
 	maxElapsed        time.Duration
@@ -114,18 +139,18 @@ type config struct {
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	c := &config{
 		base:          base,
-		maxAttempts:   DefaultMaxAttempts,
-		backoff:       fullJitter{DefaultBackoffBase, DefaultBackoffMax},
+		maxAttempts:   defaultMaxAttempts,
+		backoff:       fullJitter{defaultBackoffBase, defaultBackoffMax},
 		statuses:      defaultStatuses,
-		maxRetryAfter: DefaultMaxRetryAfter,
-		bodyLimit:     DefaultBodyBufferLimit,
+		maxRetryAfter: defaultMaxRetryAfter,
+		bodyLimit:     defaultBodyBufferLimit,
 		keyGen:        NewUUIDKey,
-		budget:        NewBudget(DefaultBudgetRatio, DefaultBudgetPerSecond),
+		budget:        NewBudget(defaultBudgetRatio, defaultBudgetPerSecond),
 		breaker:       &BreakerConfig{},
 	}
 	var errs []error
 	for _, o := range opts {
-		if o.apply == nil {
+		if o == nil {
 			continue
 		}
 		if err := o.apply(c); err != nil {
@@ -153,7 +178,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	_, c.plainBase = c.base.(*http.Transport)
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.layers = new(layers)
-	c.held = newMemPool(DefaultHeldBodyMemory)
+	c.held = newMemPool(defaultHeldBodyMemory)
 	if c.budget != nil || c.breaker != nil || c.hedge != nil {
 		var b *BreakerConfig
 		if c.breaker != nil {
@@ -200,27 +225,27 @@ func optErr(option string, format string, args ...any) error {
 
 // WithMaxAttempts sets how many attempts a request may take in all, the
 // first included. The default is 4; 1 means never retry. n < 1 is invalid.
-func WithMaxAttempts(n int) Option {
-	return Option{apply: func(c *config) error {
+func WithMaxAttempts(n int) RequestOption {
+	return requestOption("WithMaxAttempts", func(c *config) error {
 		if n < 1 {
 			return optErr(fmt.Sprintf("WithMaxAttempts(%d)", n), "attempts must be at least 1")
 		}
 		c.maxAttempts = n
 		return nil
-	}, name: "WithMaxAttempts", perRequest: true}
+	})
 }
 
 // WithBackoff sets how long to wait before each retry. The default is
 // FullJitter(200*time.Millisecond, 10*time.Second). A Retry-After header
 // can stretch a wait, and a context deadline cuts retries short.
-func WithBackoff(b Backoff) Option {
-	return Option{apply: func(c *config) error {
+func WithBackoff(b Backoff) RequestOption {
+	return requestOption("WithBackoff", func(c *config) error {
 		if b == nil {
 			return optErr("WithBackoff(nil)", "a Backoff is required")
 		}
 		c.backoff = b
 		return nil
-	}, name: "WithBackoff", perRequest: true}
+	})
 }
 
 // WithRetryableStatuses replaces the set of status codes that are retried.
@@ -230,8 +255,8 @@ func WithBackoff(b Backoff) Option {
 // (409 included, if listed, for any request that may be retried); with no
 // codes, no status is retried, only transport errors. Codes outside
 // 100..999 are invalid.
-func WithRetryableStatuses(codes ...int) Option {
-	return Option{apply: func(c *config) error {
+func WithRetryableStatuses(codes ...int) RequestOption {
+	return requestOption("WithRetryableStatuses", func(c *config) error {
 		var s statusSet
 		for _, code := range codes {
 			if code < 100 || code > 999 {
@@ -241,7 +266,7 @@ func WithRetryableStatuses(codes ...int) Option {
 		}
 		c.statuses, c.customStatuses = s, true
 		return nil
-	}, name: "WithRetryableStatuses", perRequest: true}
+	})
 }
 
 // WithNonRetryableStatuses removes codes from the statuses retried (the
@@ -250,8 +275,8 @@ func WithRetryableStatuses(codes ...int) Option {
 // retries every default status but 500. It is a policy's
 // retry.non_retryable_status. Codes outside 100..999 are invalid. It may
 // be given for one request (WithRequestOptions).
-func WithNonRetryableStatuses(codes ...int) Option {
-	return Option{apply: func(c *config) error {
+func WithNonRetryableStatuses(codes ...int) RequestOption {
+	return requestOption("WithNonRetryableStatuses", func(c *config) error {
 		var s statusSet
 		for _, code := range codes {
 			if code < 100 || code > 999 {
@@ -268,7 +293,7 @@ func WithNonRetryableStatuses(codes ...int) Option {
 			c.customStatuses = true
 		}
 		return nil
-	}, name: "WithNonRetryableStatuses", perRequest: true}
+	})
 }
 
 // WithPerAttemptTimeout bounds each attempt's wait for response headers. An
@@ -276,14 +301,14 @@ func WithNonRetryableStatuses(codes ...int) Option {
 // stops once the headers arrive: the body of the response that is returned
 // is read under the caller's context alone and is never cut off by it. The
 // default, 0, sets no per-attempt timeout. d < 0 is invalid.
-func WithPerAttemptTimeout(d time.Duration) Option {
-	return Option{apply: func(c *config) error {
+func WithPerAttemptTimeout(d time.Duration) RequestOption {
+	return requestOption("WithPerAttemptTimeout", func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithPerAttemptTimeout(%v)", d), "timeout is negative")
 		}
 		c.perAttemptTimeout = d
 		return nil
-	}, name: "WithPerAttemptTimeout", perRequest: true}
+	})
 }
 
 // WithMaxElapsed bounds a request's total time: no wait starts that would
@@ -292,27 +317,27 @@ func WithPerAttemptTimeout(d time.Duration) Option {
 // for a context deadline; unlike http.Client.Timeout, it never cuts the
 // body of the response that is returned. The default, 0, sets no limit;
 // d < 0 is invalid. It may be given for one request (WithRequestOptions).
-func WithMaxElapsed(d time.Duration) Option {
-	return Option{apply: func(c *config) error {
+func WithMaxElapsed(d time.Duration) RequestOption {
+	return requestOption("WithMaxElapsed", func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithMaxElapsed(%v)", d), "duration is negative")
 		}
 		c.maxElapsed = d
 		return nil
-	}, name: "WithMaxElapsed", perRequest: true}
+	})
 }
 
 // WithMaxRetryAfter sets the longest Retry-After that is honoured. A
 // retryable response asking for a longer wait is returned at once, without
 // waiting. The default is 30s. d < 0 is invalid.
-func WithMaxRetryAfter(d time.Duration) Option {
-	return Option{apply: func(c *config) error {
+func WithMaxRetryAfter(d time.Duration) RequestOption {
+	return requestOption("WithMaxRetryAfter", func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "duration is negative")
 		}
 		c.maxRetryAfter = d
 		return nil
-	}, name: "WithMaxRetryAfter", perRequest: true}
+	})
 }
 
 // WithBodyBufferLimit sets how many bytes of a request body that has no
@@ -322,13 +347,13 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // that only requests without a body or with GetBody are retried. n < 0 is
 // invalid.
 func WithBodyBufferLimit(n int64) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithBodyBufferLimit", func(c *config) error {
 		if n < 0 {
 			return optErr(fmt.Sprintf("WithBodyBufferLimit(%d)", n), "limit is negative")
 		}
 		c.bodyLimit = n
 		return nil
-	}, name: "WithBodyBufferLimit"}
+	})
 }
 
 // WithIdempotencyKeys makes the Transport add an Idempotency-Key header to
@@ -348,8 +373,8 @@ func WithBodyBufferLimit(n int64) Option {
 // For requests that are safe to repeat anyway (reads over POST), declare
 // them with Idempotent or WithIdempotentIf instead. It may be given for
 // one request (WithRequestOptions).
-func WithIdempotencyKeys(methods ...string) Option {
-	return Option{apply: func(c *config) error {
+func WithIdempotencyKeys(methods ...string) RequestOption {
+	return requestOption("WithIdempotencyKeys", func(c *config) error {
 		if len(methods) == 0 {
 			methods = []string{http.MethodPost}
 		}
@@ -362,7 +387,7 @@ func WithIdempotencyKeys(methods ...string) Option {
 		}
 		c.keyMethods = ms
 		return nil
-	}, name: "WithIdempotencyKeys", perRequest: true}
+	})
 }
 
 // WithDialTimeout sets the dial timeout of the base transport that New
@@ -370,37 +395,40 @@ func WithIdempotencyKeys(methods ...string) Option {
 // own is 30s). With a base of the caller's, New refuses it: set the
 // timeout on that base's Dialer instead. d < 0 is invalid.
 func WithDialTimeout(d time.Duration) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithDialTimeout", func(c *config) error {
 		if d < 0 {
 			return optErr(fmt.Sprintf("WithDialTimeout(%v)", d), "timeout is negative")
 		}
 		c.dialTimeout = d
 		return nil
-	}, name: "WithDialTimeout"}
+	})
 }
 
 // WithKeyGenerator sets the function that makes idempotency keys for
 // WithIdempotencyKeys, for example NewQuotedUUIDKey. The default is
 // NewUUIDKey. It must be safe for concurrent use.
 func WithKeyGenerator(gen func() string) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithKeyGenerator", func(c *config) error {
 		if gen == nil {
 			return optErr("WithKeyGenerator(nil)", "a generator is required")
 		}
 		c.keyGen = gen
 		return nil
-	}, name: "WithKeyGenerator"}
+	})
 }
 
 // WithBudget sets the retry Budget. The default is a Budget of its own for
 // each Transport, NewBudget(0.1, 10); pass one Budget to several
-// Transports to make them share it. WithoutBudget turns the budget off
-// (so does a nil b, kept for code written before WithoutBudget).
+// Transports to make them share it. A nil b is invalid: WithoutBudget
+// turns the budget off.
 func WithBudget(b *Budget) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithBudget", func(c *config) error {
+		if b == nil {
+			return optErr("WithBudget(nil)", "a Budget is required (WithoutBudget turns the budget off)")
+		}
 		c.budget = b
 		return nil
-	}, name: "WithBudget"}
+	})
 }
 
 // WithoutBudget turns the retry budget off: retries are limited by the
@@ -408,10 +436,10 @@ func WithBudget(b *Budget) Option {
 // default (the budget, the retry breaker) is turned off by its Without
 // option, or by "disabled": true in a policy.
 func WithoutBudget() Option {
-	return Option{apply: func(c *config) error {
+	return option("WithoutBudget", func(c *config) error {
 		c.budget = nil
 		return nil
-	}, name: "WithoutBudget"}
+	})
 }
 
 // WithLogger makes the Transport log one record per retry sent (at Info)
@@ -423,10 +451,10 @@ func WithoutBudget() Option {
 // and query strings are never logged; WithLogRoute adds what you choose.
 // The default logs nothing.
 func WithLogger(l *slog.Logger) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithLogger", func(c *config) error {
 		c.logger = l
 		return nil
-	}, name: "WithLogger"}
+	})
 }
 
 // WithLogRoute adds a "route" attribute to the log records of a request:
@@ -435,31 +463,13 @@ func WithLogger(l *slog.Logger) Option {
 // secrets. It is called only when a record is written. The default logs
 // no route.
 func WithLogRoute(route func(*http.Request) string) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithLogRoute", func(c *config) error {
 		if route == nil {
 			return optErr("WithLogRoute(nil)", "a function is required")
 		}
 		c.logRoute = route
 		return nil
-	}, name: "WithLogRoute"}
-}
-
-// WithOnRetry sets a function called as each retry is sent, after its
-// wait (ev.Delay is the wait it had, a hold included), on the goroutine of
-// RoundTrip, so that tracing or a custom counter can be attached without a
-// dependency. A retry that admission refuses, or that gives up while held,
-// is not passed to it. It must not keep or modify ev.Request and must
-// return quickly. The default is none.
-//
-// Deprecated: use WithAttemptHook, the one hook that observes attempts
-// (AttemptStart with Attempt > 1 is a retry as it is sent, with its
-// Delay). WithOnRetry stays until v1; it does not cost first attempts the
-// header copy that an attempt hook does.
-func WithOnRetry(f func(ev RetryEvent)) Option {
-	return Option{apply: func(c *config) error {
-		c.onRetry = f
-		return nil
-	}, name: "WithOnRetry"}
+	})
 }
 
 // displayName is the Transport's name in logs and metrics.
@@ -474,10 +484,10 @@ func (c *config) displayName() string {
 // several Transports sharing one Metrics can be told apart. The default is
 // "default".
 func WithName(name string) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithName", func(c *config) error {
 		c.name = name
 		return nil
-	}, name: "WithName"}
+	})
 }
 
 // WithAttemptHeader makes every retry carry the request header name with
@@ -486,13 +496,13 @@ func WithName(name string) Option {
 // attempts do not carry it, so that it costs them nothing. The default
 // adds no header. An empty or invalid header name is invalid.
 func WithAttemptHeader(name string) Option {
-	return Option{apply: func(c *config) error {
+	return option("WithAttemptHeader", func(c *config) error {
 		if !validHeaderName(name) {
 			return optErr(fmt.Sprintf("WithAttemptHeader(%q)", name), "not a valid header name")
 		}
 		c.attemptHeader = http.CanonicalHeaderKey(name)
 		return nil
-	}, name: "WithAttemptHeader"}
+	})
 }
 
 // validHeaderName reports whether name is an RFC 9110 token.

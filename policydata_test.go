@@ -2,15 +2,17 @@ package retryhttp
 
 import (
 	"bytes"
-	"github.com/retryhttp/retryhttp/retrytest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
-// Policies in the flat form of earlier versions, as JSON, become one named
-// Transport per dependency with the options they say.
+// Policies as JSON become one named Transport per dependency with the
+// options they say.
 func TestLoadPolicies(t *testing.T) {
 	ps := loadFile(t, "testdata/policies.json")
 	trs, err := ps.Transports(nil, WithMaxAttempts(9))
@@ -26,6 +28,8 @@ func TestLoadPolicies(t *testing.T) {
 		rates.budget == nil || rates.budget.ratio != 0.1 || rates.budget.perSecond != 10 || rates.keyMethods != nil {
 		t.Errorf("shipping-rates: %+v", rates)
 	}
+	// non_retryable_status applies after retryable_status: 500, in both, is
+	// not retried, as WithRetryableStatuses then WithNonRetryableStatuses.
 	for code, want := range map[int]bool{429: true, 503: true, 500: false, 501: false, 408: false} {
 		if rates.statuses.has(code) != want {
 			t.Errorf("shipping-rates retries %d: %v, want %v", code, !want, want)
@@ -42,23 +46,34 @@ func TestLoadPolicies(t *testing.T) {
 // the field.
 func TestLoadPoliciesErrors(t *testing.T) {
 	tests := []struct{ json, want string }{
-		{`{"a": {"max_attempts_total": -1}}`, `policy "a": field max_attempts_total`},
-		{`{"a": {"max_attempts_total": "3"}}`, `policy "a": field max_attempts_total`},
-		{`{"a": {"backoff": "linear"}}`, `policy "a": field backoff`},
-		{`{"a": {"initial_delay": "fast"}}`, `policy "a": field initial_delay: time: invalid duration "fast"`},
-		{`{"a": {"initial_delay": 100}}`, `policy "a": field initial_delay: a duration must be a string`},
-		{`{"a": {"budget": {"max_retry_ratio": "high"}}}`, `policy "a": field budget.max_retry_ratio`},
-		{`{"a": {"initial_delay": "2s", "max_delay": "1s"}}`, `policy "a": field max_delay`},
-		{`{"a": {"retryable_status": [42]}}`, `policy "a": field retryable_status`},
-		{`{"a": {"retryable_status": [503], "non_retryable_status": [503]}}`, `policy "a": field non_retryable_status`},
-		{`{"a": {"per_attempt_timeout": "-1s"}}`, `policy "a": field per_attempt_timeout`},
-		{`{"a": {"max_elapsed": "-1s"}}`, `policy "a": field max_elapsed`},
-		{`{"a": {"budget": {"max_retry_ratio": -0.5}}}`, `policy "a": field budget.max_retry_ratio`},
-		{`{"a": {"breaker": {"threshold": -1}}}`, `policy "a": field breaker.threshold`},
-		{`{"a": {"idempotency_keys": ["PO ST"]}}`, `policy "a": field idempotency_keys`},
-		{`{"a": {"retries": 3}}`, `policy "a": field retries: json: unknown field "retries"`},
-		{`{"a": {}, "b": {"max_delay": "x"}}`, `policy "b": field max_delay`},
-		{`[1, 2]`, `the policy at line 1, column 2: json: cannot unmarshal number`},
+		{`{"a": {"retry": {"max_attempts_total": -1}}}`, `policy "a": line 1, column 18: field retry.max_attempts_total: WithMaxAttempts(-1): attempts must be at least 1`},
+		{`{"a": {"retry": {"max_attempts_total": 0}}}`, `field retry.max_attempts_total: WithMaxAttempts(0): attempts must be at least 1`},
+		{`{"a": {"retry": {"max_attempts_total": "3"}}}`, `field retry.max_attempts_total: want a whole number, not a string`},
+		{`{"a": {"retry": {"backoff": "linear"}}}`, `field retry.backoff: "linear" is not one of`},
+		{`{"a": {"budget": {"max_retry_ratio": "high"}}}`, `field budget.max_retry_ratio: want a number, not a string`},
+		{`{"a": {"retry": {"initial_delay_ms": 2000, "max_delay_ms": 1000}}}`, `field retry.max_delay_ms: FullJitter: max 1s is less than base 2s`},
+		{`{"a": {"retry": {"initial_delay_ms": -1, "backoff": "constant"}}}`, `field retry.initial_delay_ms: Constant: base -1ms is negative`},
+		{`{"a": {"retry": {"retryable_status": [42]}}}`, `field retry.retryable_status: WithRetryableStatuses: status code 42 is outside 100..999`},
+		{`{"a": {"time_budget": {"read_timeout_ms": -1}}}`, `field time_budget.read_timeout_ms: WithPerAttemptTimeout(-1ms): timeout is negative`},
+		{`{"a": {"time_budget": {"caller_deadline_ms": -1}}}`, `field time_budget.caller_deadline_ms: WithMaxElapsed(-1ms)`},
+		{`{"a": {"retry": {"max_retry_after_ms": 10000000000000000}}}`, `field retry.max_retry_after_ms: 10000000000000000 ms is too long to represent`},
+		{`{"a": {"budget": {"max_retry_ratio": -0.5}}}`, `field budget.max_retry_ratio: NewBudget: ratio -0.5 must be a finite number >= 0`},
+		{`{"a": {"budget": {"disabled": true, "max_retry_ratio": 0.5}}}`, `field budget.disabled: true, but the budget's ratio or floor is set too`},
+		{`{"a": {"breaker": {"threshold": -1}}}`, `field breaker.threshold: WithRetryBreaker(Threshold: -1): threshold is negative`},
+		{`{"a": {"hedging": {"percentile": 1.5}}}`, `field hedging.percentile: WithHedging(Percentile: 1.5)`},
+		{`{"a": {"semantic_safety": {"idempotency_keys": ["PO ST"]}}}`, `field semantic_safety.idempotency_keys: WithIdempotencyKeys("PO ST"): not a method name`},
+		{`{"a": {"observability": {"attempt_header": "a b"}}}`, `field observability.attempt_header: WithAttemptHeader("a b")`},
+		{`{"a": {"retries": 3}}`, `field retries: not a field of the policy: did you mean retry?`},
+		{`{"a": {"max_attempts_total": 3}}`, `field max_attempts_total: not a field of the policy: did you mean retry.max_attempts_total?`},
+		{`{"a": {"retry": {"max_atempts_total": 3}}}`, `field retry.max_atempts_total: not a field of the policy: did you mean retry.max_attempts_total?`},
+		{`{"a": {"RETRY": {}}}`, `field RETRY: not a field of the policy: did you mean retry?`},
+		{`{"a": {"retry": {"max_attempts_total": 3, "max_attempts_total": 5}}}`, `line 1, column 43: field retry.max_attempts_total: written twice`},
+		{`{"a": {"retry": {}, "retry": {}}}`, `field retry: written twice`},
+		{`{"a": {}, "b": {"retry": {"max_delay_ms": "x"}}}`, `policy "b": line 1, column 27: field retry.max_delay_ms: want a whole number, not a string`},
+		{`{"retry": {"max_attempts_total": 3}}`, `a policy without a dependency: field dependency: missing`},
+		{`{"owner": "x", "retry": {"max_attempts_total": 3}}`, `field dependency: missing`},
+		{`{"dependency": "a", "retry": {"rates": [1,}}`, `policies: line 1, column 44: invalid character`},
+		{`[1, 2]`, `want a policy (a section of fields), not a number (the policy starts at line 1, column 2)`},
 		{`{"a": {}} {}`, `data after the policies`},
 	}
 	for _, tt := range tests {
@@ -74,7 +89,7 @@ func TestPolicyZeroKeepsDefaults(t *testing.T) {
 	if err != nil || len(opts) != 0 {
 		t.Errorf("Policy{}.Options() = %d options, %v; want none", len(opts), err)
 	}
-	opts, err = Policy{RetryableStatus: []int{}}.Options()
+	opts, err = mustPolicy(t, `{"retry": {"retryable_status": []}}`).Options()
 	c, _ := newConfig(nil, opts)
 	if err != nil || c.statuses != (statusSet{}) {
 		t.Errorf("an empty retryable_status must retry no status: %v, %v", c.statuses, err)
@@ -88,8 +103,11 @@ func FuzzPolicy(f *testing.F) {
 		seed, _ := os.ReadFile(name)
 		f.Add(seed)
 	}
-	f.Add([]byte(`{"max_attempts_total": 2, "backoff": "constant", "initial_delay": "1s"}`))
-	f.Add([]byte(`{"retryable_status": [], "non_retryable_status": [503]}`))
+	f.Add([]byte(`{"retry": {"max_attempts_total": 2, "backoff": "constant", "initial_delay_ms": 0}}`))
+	f.Add([]byte(`{"retry": {"retryable_status": [], "non_retryable_status": [503]}}`))
+	f.Add([]byte(`{"retry": {"max_attempts_total": 3, "max_attempts_total": 5}}`))
+	f.Add([]byte(`{"retry": {"max_retry_after_ms": 9223372036854775807}, "RETRY": {}}`))
+	f.Add([]byte(`{"owner": "x", "retry": {"max_attempts_total": 0}}`))
 	f.Add([]byte(`{"budget": {"max_retry_ratio": 1e308, "min_retries_per_second": 0}}`))
 	f.Add([]byte(`[{"dependency": "a", "retry": {"max_attempts_total": 2}}, {"dependency": "a", "match": "GET /x/*", "semantic_safety": {"idempotent": true}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -143,24 +161,24 @@ func TestPoliciesCannotBeMisread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := tr["a"].c.budget; b == nil || b.ratio != DefaultBudgetRatio || b.perSecond != DefaultBudgetPerSecond {
+	if b := tr["a"].c.budget; b == nil || b.ratio != defaultBudgetRatio || b.perSecond != defaultBudgetPerSecond {
 		t.Errorf(`"budget": {} gave %+v, want the default budget`, b)
 	}
 	for _, tt := range []struct{ doc, want string }{
-		{`{"a": {}, "a": {"max_attempts_total": 2}}`, `line 1, column 14: dependency "a" is written twice`},
+		{`{"a": {}, "a": {"retry": {}}}`, `line 1, column 14: dependency "a" is written twice`},
 		{`{"a": {}}}`, "data after the policies"},
 		{`{"a": {}}]`, "data after the policies"},
-		{"{\"a\": {},\n \"b\": {\"max_attempts_total\": 2,}}", `dependency "b": line 2, column`},
+		{"{\"a\": {},\n \"b\": {\"retry\": {},}}", `dependency "b": line 2, column`},
 	} {
 		if _, err := LoadPolicies(strings.NewReader(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadPolicies(%s) = %v, want %q", tt.doc, err, tt.want)
 		}
 	}
-	if _, err := ParsePolicy([]byte(`{"max_attempts_total": 2} }`)); err == nil || !strings.Contains(err.Error(), "data after") {
+	if _, err := ParsePolicy([]byte(`{"retry": {}} }`)); err == nil || !strings.Contains(err.Error(), "data after") {
 		t.Errorf("ParsePolicy with trailing data: %v", err)
 	}
 
-	p, _ := ParsePolicy([]byte(`{"non_retryable_status": [500], "idempotency_keys": ["post"]}`))
+	p := mustPolicy(t, `{"retry": {"non_retryable_status": [500]}, "semantic_safety": {"idempotency_keys": ["post"]}}`)
 	opts, err := p.Options()
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +193,49 @@ func TestPoliciesCannotBeMisread(t *testing.T) {
 	}
 	if p := catch(func() { New(nil, WithIdempotencyKeys("NOT A METHOD")) }); p == nil {
 		t.Error(`WithIdempotencyKeys("NOT A METHOD") accepted`)
+	}
+}
+
+// mustPolicy is ParsePolicy of doc, which must be valid.
+func mustPolicy(t testing.TB, doc string) Policy {
+	t.Helper()
+	p, err := ParsePolicy([]byte(doc))
+	if err != nil {
+		t.Fatalf("ParsePolicy(%s): %v", doc, err)
+	}
+	return p
+}
+
+// A policy's field means what its option means, with one check: the
+// option's. What the options and the policy once did differently now
+// behaves one way.
+func TestPolicyFieldsBehaveAsTheirOptions(t *testing.T) {
+	for _, tt := range []struct {
+		doc  string
+		opts []Option
+	}{
+		// An empty list of methods keys POST, as WithIdempotencyKeys() does.
+		{`{"semantic_safety": {"idempotency_keys": []}}`, []Option{WithIdempotencyKeys()}},
+		// A status in both lists: the non-retryable list applies after.
+		{`{"retry": {"retryable_status": [500, 503], "non_retryable_status": [503]}}`,
+			[]Option{WithRetryableStatuses(500, 503), WithNonRetryableStatuses(503)}},
+		// constant with 0 is Constant(0); left out, the default base.
+		{`{"retry": {"backoff": "constant", "initial_delay_ms": 0}}`, []Option{WithBackoff(Constant(0))}},
+		{`{"retry": {"backoff": "constant"}}`, []Option{WithBackoff(Constant(200 * time.Millisecond))}},
+		{`{"retry": {"initial_delay_ms": 50}}`, []Option{WithBackoff(FullJitter(50*time.Millisecond, 10*time.Second))}},
+		{`{"time_budget": {"read_timeout_ms": 0}}`, []Option{WithPerAttemptTimeout(0)}},
+	} {
+		opts, err := mustPolicy(t, tt.doc).Options()
+		if err != nil {
+			t.Errorf("%s: %v", tt.doc, err)
+			continue
+		}
+		got, _ := newConfig(nil, opts)
+		want, _ := newConfig(nil, tt.opts)
+		if got.statuses != want.statuses || got.customStatuses != want.customStatuses || !slices.Equal(got.keyMethods, want.keyMethods) ||
+			got.backoff != want.backoff || got.perAttemptTimeout != want.perAttemptTimeout {
+			t.Errorf("%s: statuses %v, keys %v, backoff %v; want %v, %v, %v as the options", tt.doc,
+				got.statuses, got.keyMethods, got.backoff, want.statuses, want.keyMethods, want.backoff)
+		}
 	}
 }

@@ -12,45 +12,42 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"sort"
+	"strings"
 )
 
-// fieldError is an error about one field of a Policy.
-type fieldError struct{ field, msg string }
+// fieldError is an error about one field of a Policy, found at offset at
+// of its JSON (-1 if not known).
+type fieldError struct {
+	field, msg string
+	at         int64
+}
 
 func (e *fieldError) Error() string { return "field " + e.field + ": " + e.msg }
 
 func fieldErr(field, format string, args ...any) error {
-	return &fieldError{field, fmt.Sprintf(format, args...)}
+	return &fieldError{field, fmt.Sprintf(format, args...), -1}
 }
 
-// ParsePolicy decodes one Policy from JSON. Unknown fields, values of the
-// wrong type and data after the value are errors; the values themselves
-// are checked by Options.
+// ParsePolicy decodes one Policy from JSON. Keys are matched exactly, and
+// a key that is not a field of the policy (with the field meant, if it is
+// near one), a key written twice, a value of the wrong type and data after
+// the value are errors that name the field; the values themselves are
+// checked by Options.
 func ParsePolicy(data []byte) (Policy, error) {
-	var p Policy
-	err := decodeStrict(data, &p)
-	var fe *fieldError
-	if err == nil || errors.As(err, &fe) {
-		return p, err
+	var d policyDoc
+	if err := checkKeys(data, reflect.TypeFor[policyDoc]()); err != nil {
+		return Policy{}, err
 	}
-	// A value that failed its own decoding (a duration, say) does not
-	// name its field: find the field by decoding them one at a time.
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(data, &raw) == nil {
-		for _, k := range sortedKeys(raw) {
-			one, _ := json.Marshal(map[string]json.RawMessage{k: raw[k]})
-			var q Policy
-			if e := decodeStrict(one, &q); e != nil && !errors.As(e, &fe) {
-				return p, fieldErr(k, "%v", e)
-			}
-		}
+	if err := decodeStrict(data, &d); err != nil {
+		return Policy{}, err
 	}
-	return p, err
+	return Policy{doc: d}, nil
 }
 
 // Policies are retry policies keyed by the name of the dependency they
-// apply to. A dependency's operations are in its Policy's Operations.
+// apply to, each with its operations.
 type Policies map[string]Policy
 
 // LoadPolicies reads policies written in JSON, in any of three forms:
@@ -78,79 +75,79 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 	for _, d := range docs {
 		p, err := ParsePolicy(d.raw)
 		if err == nil && d.key != "" {
-			if p.Dependency == "" {
-				p.Dependency = d.key
-			} else if p.Dependency != d.key {
-				err = fieldErr("dependency", "%q under the key %q", p.Dependency, d.key)
+			if p.doc.Dependency == "" {
+				p.doc.Dependency = d.key
+			} else if p.doc.Dependency != d.key {
+				err = fieldErr("dependency", "%q under the key %q", p.doc.Dependency, d.key)
 			}
 		}
-		if err == nil && p.Dependency == "" {
+		if err == nil && p.doc.Dependency == "" {
 			err = fieldErr("dependency", "missing: name the dependency the policy is for")
 		}
 		if err == nil {
 			_, err = p.Options() // the error names the field
+			var fe *fieldError
+			if errors.As(err, &fe) && fe.at < 0 {
+				fe.at = keyOffset(d.raw, fe.field)
+			}
 		}
 		if err != nil {
-			if name := cmp.Or(p.Dependency, d.key); name != "" {
-				return nil, fmt.Errorf("retryhttp: policy %q: %w (the policy starts at %s)",
-					name, located(err, data, d.start), lineCol(data, d.start))
+			var fe *fieldError
+			if !errors.As(err, &fe) || fe.at < 0 {
+				// Not located in the file: say where the policy is.
+				err = fmt.Errorf("%w (the policy starts at %s)", err, lineCol(data, d.start))
 			}
-			return nil, fmt.Errorf("retryhttp: the policy at %s: %w", lineCol(data, d.start), located(err, data, d.start))
+			if name := cmp.Or(p.doc.Dependency, d.key, dependencyOf(d.raw)); name != "" {
+				return nil, fmt.Errorf("retryhttp: policy %q: %w", name, located(err, data, d.start))
+			}
+			return nil, fmt.Errorf("retryhttp: a policy without a dependency: %w", located(err, data, d.start))
 		}
 		ps = append(ps, p)
 	}
 	return NewPolicies(ps...)
 }
 
-// NewPolicies groups policies by dependency, with fields of the flat form
-// moved into their sections (max_attempts_total into
-// Retry.MaxAttemptsTotal, and so on). The policies of one
-// dependency are its operations: the one without a Match (at most one) is
-// the dependency's, for every request that no operation matches; the
-// others are its Operations, tried in the order given. Operations may
-// repeat what the dependency says of the Transport as a whole (budget,
-// breaker, hedging, observability, time_budget.connect_timeout_ms,
-// retry.body_buffer_limit_bytes) but not change it. NewPolicies checks every policy; the error names the
+// NewPolicies groups policies (from ParsePolicy, each of one dependency)
+// by dependency. The policies of one dependency are its operations: the
+// one without a match (at most one) is the dependency's, for every
+// request that no operation matches; the others are its operations, tried
+// in the order given. Operations may repeat what the dependency says of
+// the Transport as a whole (budget, breaker, hedging, observability,
+// time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes) but not
+// change it. NewPolicies checks every policy; the error names the
 // dependency and the field.
 func NewPolicies(docs ...Policy) (Policies, error) {
 	ps := Policies{}
 	own := map[string]bool{} // the dependency's own policy, without a match, was given
-	for _, d := range docs {
+	for _, p := range docs {
+		d := p.doc
 		if d.Dependency == "" {
 			return nil, errors.New("retryhttp: a policy has no dependency: name the dependency it is for")
 		}
-		if len(d.Operations) > 0 {
-			return nil, fmt.Errorf("retryhttp: policy %q: Operations are filled by NewPolicies: give each operation as a policy of its own, with a match", d.Dependency)
+		if len(p.ops) > 0 {
+			return nil, fmt.Errorf("retryhttp: policy %q is already grouped with its operations: give each policy once", d.Dependency)
 		}
-		d, _, err := d.normalized()
-		if err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w", d.Dependency, err)
-		}
-		p := ps[d.Dependency]
+		q := ps[d.Dependency]
 		switch {
 		case d.Match != "":
-			p.Dependency = d.Dependency
-			p.Operations = append(p.Operations, d)
+			q.doc.Dependency = d.Dependency
+			q.ops = append(q.ops, d)
 		case own[d.Dependency]:
 			return nil, fmt.Errorf("retryhttp: dependency %q is written twice without a match: give each of its operations a match (\"GET /parties/*\")", d.Dependency)
 		default:
 			own[d.Dependency] = true
-			ops := p.Operations
-			p = d
-			p.Operations = ops
+			q.doc = d
 		}
-		ps[d.Dependency] = p
+		ps[d.Dependency] = q
 	}
 	for _, name := range sortedKeys(ps) {
 		p := ps[name]
 		if !own[name] {
 			// Operations alone: what applies to the Transport as a whole
 			// is what the first of them that says it says.
-			for _, op := range p.Operations {
+			for _, op := range p.ops {
 				if op.transportKey() != "" {
-					t := op.transportPart()
-					t.Operations = p.Operations
-					p = t
+					p.doc = op.transportPart()
 					break
 				}
 			}
@@ -184,10 +181,9 @@ func documents(data []byte) ([]document, error) {
 	case json.Delim('['):
 		docs, err = list(dec, data, "")
 	case json.Delim('{'):
-		var single struct {
-			Dependency json.RawMessage `json:"dependency"`
-		}
-		if json.Unmarshal(data, &single) == nil && len(single.Dependency) > 0 && single.Dependency[0] == '"' {
+		// An object with a key that is a policy's field is one policy
+		// (whose dependency may be missing), not dependencies by name.
+		if isPolicy(data) {
 			return []document{{raw: bytes.TrimSpace(data), start: offsetOf(data, 0)}}, trailing(dec, data, true)
 		}
 		docs, err = keyed(dec, data)
@@ -198,6 +194,39 @@ func documents(data []byte) ([]document, error) {
 		return nil, err
 	}
 	return docs, trailing(dec, data, false)
+}
+
+// dependencyOf is the dependency a policy that does not parse names, if
+// it can be read, so that its error can name it.
+func dependencyOf(raw []byte) string {
+	var named struct {
+		Dependency string `json:"dependency"`
+	}
+	json.Unmarshal(raw, &named) // a partial result is what is wanted
+	return named.Dependency
+}
+
+// isPolicy reports whether the object in data has a policy's field among
+// its keys, read in order up to the first value that does not parse.
+func isPolicy(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if _, ok := policyKeys[tok.(string)]; ok {
+			return true
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // keyed reads an object of dependencies, after its '{'.
@@ -286,7 +315,7 @@ func (ps Policies) Transports(base http.RoundTripper, opts ...Option) (map[strin
 			return nil, fmt.Errorf("retryhttp: policy %q: %w", name, err)
 		}
 		all := append([]Option(nil), opts...)
-		if ob := p.Observability; ob == nil || ob.TagDependency == nil || *ob.TagDependency {
+		if ob := p.doc.Observability; ob == nil || ob.TagDependency == nil || *ob.TagDependency {
 			all = append(all, WithName(name))
 		}
 		c, err := newConfig(base, append(all, popts...))
@@ -298,20 +327,232 @@ func (ps Policies) Transports(base http.RoundTripper, opts ...Option) (map[strin
 	return out, nil
 }
 
+// decodeStrict decodes data, whose keys checkKeys has checked, into v.
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return fieldErr(te.Field, "a JSON %s where %v is wanted", te.Value, te.Type)
+			return &fieldError{te.Field, fmt.Sprintf("want %s, not %s", kindWords(te.Type), valueWords(te.Value)), keyOffset(data, te.Field)}
+		}
+		if errors.As(err, &te) {
+			return fmt.Errorf("want a policy (a section of fields), not %s", valueWords(te.Value))
 		}
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: data after the JSON value", lineCol(data, dec.InputOffset()))
+		return fmt.Errorf("%s: data after the policy", lineCol(data, dec.InputOffset()))
 	}
 	return nil
+}
+
+// kindWords says what a field of type t takes, in words that are neither
+// JSON's nor Go's, so that a YAML file's errors read as well.
+func kindWords(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "a whole number"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "a list of " + strings.TrimPrefix(kindWords(t.Elem()), "a ") + "s"
+	case reflect.Struct:
+		return "a section of fields"
+	}
+	return t.String()
+}
+
+// valueWords names what a JSON value was, from UnmarshalTypeError.Value.
+func valueWords(v string) string {
+	switch {
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "a section"
+	case v == "bool":
+		return "true or false"
+	case v == "number":
+		return "a number"
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return "a " + v
+}
+
+// policyKeys are the keys of a policy's top level.
+var policyKeys = fieldsByKey(reflect.TypeFor[policyDoc]())
+
+func fieldsByKey(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
+			m[tag] = f.Type
+		}
+	}
+	return m
+}
+
+// checkKeys walks the JSON value in data along the schema type t: every
+// key of an object must be one of its fields' names, exactly, and written
+// once. Values are left to decodeStrict.
+func checkKeys(data []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return walkKeys(dec, data, t, "")
+}
+
+func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = fieldsByKey(t)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			at := dec.InputOffset()
+			ktok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := ktok.(string)
+			at = offsetOf(data, at)
+			full := key
+			if path != "" {
+				full = path + "." + key
+			}
+			ft, ok := fields[key]
+			switch {
+			case fields != nil && !ok:
+				return &fieldError{full, "not a field of the policy" + didYouMean(key, path), at}
+			case seen[key]:
+				return &fieldError{full, "written twice", at}
+			}
+			seen[key] = true
+			if err := walkKeys(dec, data, ft, full); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && t.Kind() == reflect.Slice {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := walkKeys(dec, data, elem, path); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	return nil
+}
+
+// keyOffset is where the key of the field at path is in data, or -1.
+func keyOffset(data []byte, path string) int64 {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	want := strings.Split(path, ".")
+	depth := 0 // objects entered along want
+	for {
+		at := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return -1
+		}
+		switch tok {
+		case json.Delim('{'):
+			continue
+		case json.Delim('}'):
+			return -1
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return -1
+		}
+		if key != want[depth] {
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return -1
+			}
+			continue
+		}
+		if depth++; depth == len(want) {
+			return offsetOf(data, at)
+		}
+	}
+}
+
+// didYouMean names the field that key, found under path, was probably
+// meant to be: one a letter or two away, written in another case, or in
+// another section of the policy.
+func didYouMean(key, path string) string {
+	best, bestDist := "", 3+len(key)/6 // 3 for a short key, 4 for "initial_delay"
+	var visit func(prefix string, t reflect.Type)
+	visit = func(prefix string, t reflect.Type) {
+		for k, ft := range fieldsByKey(t) {
+			full := k
+			if prefix != "" {
+				full = prefix + "." + k
+			}
+			d := editDistance(strings.ToLower(key), k)
+			if prefix != path && d > 0 {
+				d++ // a near miss in the section written beats one elsewhere
+			}
+			if d < bestDist || (d == bestDist && full < best) {
+				best, bestDist = full, d
+			}
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				visit(full, ft)
+			}
+		}
+	}
+	visit("", reflect.TypeFor[policyDoc]())
+	if best == "" {
+		return ""
+	}
+	return ": did you mean " + best + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // lineCol says where offset lies in data: "line 3, column 7".
@@ -328,6 +569,10 @@ func located(err error, data []byte, base int64) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset), err)
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) && fe.at >= 0 {
+		return fmt.Errorf("%s: %w", lineCol(data, base+fe.at), err)
 	}
 	return err
 }

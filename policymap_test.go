@@ -61,7 +61,6 @@ var goOnly = map[string]string{
 	"WithLogRoute":       "takes a function",
 	"WithRetryIf":        "takes a function",
 	"WithKeyGenerator":   "takes a function",
-	"WithOnRetry":        "deprecated; takes a function",
 	"WithRequestOptions": "carries options in a context",
 	"Idempotent":         "declares one request, in its context",
 	"NoRetry":            "one request, in its context",
@@ -77,21 +76,18 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 			if tag == "-" || tag == "" {
 				continue
 			}
-			if deprecatedField[prefix+tag] {
-				continue
-			}
 			ft := f.Type
 			if ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.Name() != "Duration" {
+			if ft.Kind() == reflect.Struct {
 				walk(prefix+tag+".", ft)
 				continue
 			}
 			paths = append(paths, prefix+tag)
 		}
 	}
-	walk("", reflect.TypeFor[Policy]())
+	walk("", reflect.TypeFor[policyDoc]())
 	var table []string
 	for _, f := range policyFields {
 		table = append(table, f.path)
@@ -119,7 +115,7 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 		}
 		var names []string
 		for _, o := range opts {
-			names = append(names, o.name)
+			names = append(names, o.optionName())
 		}
 		if f.option == "" && len(names) > 0 {
 			t.Errorf("%s makes %v, want no option", doc, names)
@@ -128,14 +124,6 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 			t.Errorf("%s makes %v, want %s", doc, names, f.option)
 		}
 	}
-}
-
-// deprecatedField are the fields of the flat form, by path.
-var deprecatedField = map[string]bool{
-	"max_attempts_total": true, "backoff": true, "initial_delay": true, "max_delay": true,
-	"retryable_status": true, "non_retryable_status": true, "per_attempt_timeout": true,
-	"max_elapsed": true, "max_retry_after": true, "idempotency_keys": true,
-	"idempotent_requests": true, "breaker.max_hold": true,
 }
 
 // nest writes a policy with value at path: "a.b", 1 is {"a": {"b": 1}}.
@@ -161,7 +149,7 @@ func TestEveryOptionHasAPolicyFieldOrAReason(t *testing.T) {
 		if !ok || fn.Recv != nil || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
 			continue
 		}
-		if id, ok := fn.Type.Results.List[0].Type.(*ast.Ident); !ok || id.Name != "Option" {
+		if id, ok := fn.Type.Results.List[0].Type.(*ast.Ident); !ok || (id.Name != "Option" && id.Name != "RequestOption") {
 			continue
 		}
 		if !inTable[fn.Name.Name] && goOnly[fn.Name.Name] == "" {

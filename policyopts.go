@@ -1,6 +1,7 @@
 // This file turns a Policy (policydata.go) into the Options it stands for:
-// the dependency's own, and one set per operation that the Transport
-// picks by the request's method and path.
+// the table from field to option, the one check of every value (the
+// option's own, reported under the field's name), and the operations that
+// the Transport picks by the request's method and path.
 
 package retryhttp
 
@@ -10,31 +11,34 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
 )
 
+// A fieldOption is an option that a policy's field stands for: the field
+// is named when the option refuses its value.
+type fieldOption struct {
+	field string
+	o     Option
+}
+
 // Options returns the Options that p stands for, or an error that names
-// the first field that is invalid. Every Option it returns is valid for a
-// nil base; time_budget.connect_timeout_ms refuses any other (New says so).
+// the first field whose value its option refuses. Every Option it returns
+// is valid for a nil base; time_budget.connect_timeout_ms refuses any
+// other (New says so).
 func (p Policy) Options() ([]Option, error) {
-	q, names, err := p.normalized()
+	fos, err := p.doc.options(false)
 	if err != nil {
 		return nil, err
 	}
-	opts, err := q.transportOptions()
+	opts, err := checked(fos)
 	if err != nil {
 		return nil, err
 	}
-	ropts, err := q.requestOptions(false)
-	if err != nil {
-		return nil, names.rename(err)
-	}
-	opts = append(opts, ropts...)
-	if len(q.Operations) > 0 {
-		o, err := q.operationsOption()
+	if len(p.ops) > 0 {
+		o, err := p.operationsOption()
 		if err != nil {
 			return nil, err
 		}
@@ -43,180 +47,365 @@ func (p Policy) Options() ([]Option, error) {
 	return opts, nil
 }
 
-// transportOptions are the options that apply to the Transport as a whole:
-// an operation may repeat them, but not change them.
-func (p Policy) transportOptions() ([]Option, error) {
-	var opts []Option
-	for _, part := range []func() (Option, error){p.budgetOption, p.breakerOption, p.dialOption, p.hedgeOption, p.bodyOption} {
-		o, err := part()
-		if err != nil {
-			return nil, err
+// checked applies each option to a scratch config, in order, and returns
+// them, or the first option's error under its field's name: the options'
+// own checks are the only checks of a policy's values.
+func checked(fos []fieldOption) ([]Option, error) {
+	scratch := config{statuses: defaultStatuses}
+	opts := make([]Option, 0, len(fos))
+	for _, fo := range fos {
+		if err := fo.o.apply(&scratch); err != nil {
+			return nil, fieldErr(fo.field, "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
 		}
-		if o.apply != nil {
-			opts = append(opts, o)
-		}
-	}
-	if ob := p.Observability; ob != nil {
-		if ob.TagDependency != nil && *ob.TagDependency {
-			if p.Dependency == "" {
-				return nil, fieldErr("observability.tag_dependency", "there is no dependency to name the Transport after")
-			}
-			opts = append(opts, WithName(p.Dependency))
-		}
-		if ob.EmitAttemptMetric != nil {
-			on := *ob.EmitAttemptMetric
-			opts = append(opts, Option{apply: func(c *config) error {
-				c.needMetrics = on
-				if !on {
-					c.metricsSrc = nil
-				}
-				return nil
-			}, name: "WithMetrics"})
-		}
-		if ob.TraceAttempts != nil {
-			on := *ob.TraceAttempts
-			opts = append(opts, Option{apply: func(c *config) error {
-				c.needHook = on
-				if !on {
-					c.attemptHook = nil
-				}
-				return nil
-			}, name: "WithAttemptHook"})
-		}
-		if ob.AttemptHeader != "" {
-			if !validHeaderName(ob.AttemptHeader) {
-				return nil, fieldErr("observability.attempt_header", "%q is not a header name", ob.AttemptHeader)
-			}
-			opts = append(opts, WithAttemptHeader(ob.AttemptHeader))
-		}
+		opts = append(opts, fo.o)
 	}
 	return opts, nil
 }
 
-// transportKey is what p says of the Transport as a whole, as text that
-// two policies of one dependency must share; "" if it says nothing.
-func (p Policy) transportKey() string {
-	var connect int64
-	if p.TimeBudget != nil {
-		connect = p.TimeBudget.ConnectTimeoutMS
+// options are the options of d, in the order they apply: those of the
+// Transport as a whole (none for an operation, op, whose own are checked
+// against the dependency's), then those that may differ per operation.
+func (d *policyDoc) options(op bool) ([]fieldOption, error) {
+	var fos []fieldOption
+	rows := []func(*policyDoc) ([]fieldOption, error){
+		(*policyDoc).retryOptions, (*policyDoc).timeOptions,
 	}
-	var body *int64
-	if p.Retry != nil {
-		body = p.Retry.BodyBufferLimitBytes
+	if !op {
+		rows = append([]func(*policyDoc) ([]fieldOption, error){
+			(*policyDoc).budgetOptions, (*policyDoc).breakerOptions, (*policyDoc).hedgeOptions,
+			(*policyDoc).transportTimeOptions, (*policyDoc).observabilityOptions,
+		}, rows...)
 	}
-	if p.Budget == nil && p.Breaker == nil && connect == 0 && p.Observability == nil && p.Hedging == nil && body == nil {
-		return ""
-	}
-	b, _ := json.Marshal([]any{p.Budget, p.Breaker, connect, p.Observability, p.Hedging, body})
-	return string(b)
-}
-
-// requestOptions are the options that may differ per operation: those of
-// the dependency's policy, or of an operation's (op).
-func (p Policy) requestOptions(op bool) ([]Option, error) {
-	var opts []Option
-	r := RetrySpec{}
-	if p.Retry != nil {
-		r = *p.Retry
-	}
-	if r.MaxAttemptsTotal < 0 {
-		return nil, fieldErr("retry.max_attempts_total", "%d is negative", r.MaxAttemptsTotal)
-	}
-	if r.MaxAttemptsTotal > 0 {
-		opts = append(opts, WithMaxAttempts(r.MaxAttemptsTotal))
-	}
-	if b, err := r.backoff(); err != nil {
-		return nil, err
-	} else if b != nil {
-		opts = append(opts, WithBackoff(b))
-	}
-	if err := r.checkStatuses(); err != nil {
-		return nil, err
-	}
-	if r.RetryableStatus != nil {
-		opts = append(opts, WithRetryableStatuses(r.RetryableStatus...))
-	}
-	if r.NonRetryableStatus != nil {
-		opts = append(opts, WithNonRetryableStatuses(r.NonRetryableStatus...))
-	}
-	tb := TimeBudget{}
-	if p.TimeBudget != nil {
-		tb = *p.TimeBudget
-	}
-	for _, d := range []struct {
-		field string
-		ms    int64
-		opt   func(time.Duration) Option
-	}{
-		{"time_budget.read_timeout_ms", tb.ReadTimeoutMS, WithPerAttemptTimeout},
-		{"time_budget.caller_deadline_ms", tb.CallerDeadlineMS, WithMaxElapsed},
-		{"retry.max_retry_after_ms", r.MaxRetryAfterMS, WithMaxRetryAfter},
-	} {
-		v, err := millis(d.field, d.ms)
+	for _, row := range rows {
+		more, err := row(d)
 		if err != nil {
 			return nil, err
 		}
-		if v > 0 {
-			opts = append(opts, d.opt(v))
-		}
+		fos = append(fos, more...)
 	}
-	so, err := p.safetyOptions(op)
+	more, err := d.safetyOptions(op)
 	if err != nil {
 		return nil, err
 	}
-	return append(opts, so...), nil
+	return append(fos, more...), nil
 }
 
-// millis is ms milliseconds, or an error naming field if it is negative
-// or too long to be a time.Duration.
+// millis is *ms milliseconds; a value too long to be a time.Duration is
+// an error, a negative one is left for the option to refuse.
 func millis(field string, ms int64) (time.Duration, error) {
-	if ms < 0 {
-		return 0, fieldErr(field, "%d is negative", ms)
-	}
-	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return 0, fieldErr(field, "%d is too long", ms)
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return 0, fieldErr(field, "%d ms is too long to represent", ms)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// msOption is the option that a duration field stands for, if it is set.
+func msOption(fos []fieldOption, field string, ms *int64, opt func(time.Duration) Option) ([]fieldOption, error) {
+	if ms == nil {
+		return fos, nil
+	}
+	d, err := millis(field, *ms)
+	if err != nil {
+		return nil, err
+	}
+	return append(fos, fieldOption{field, opt(d)}), nil
+}
+
+func asOption[O Option](f func(time.Duration) O) func(time.Duration) Option {
+	return func(d time.Duration) Option { return f(d) }
+}
+
+// retryOptions: retry.max_attempts_total, the backoff, the statuses and
+// retry.max_retry_after_ms.
+func (d *policyDoc) retryOptions() ([]fieldOption, error) {
+	r := d.Retry
+	if r == nil {
+		return nil, nil
+	}
+	var fos []fieldOption
+	if r.MaxAttemptsTotal != nil {
+		fos = append(fos, fieldOption{"retry.max_attempts_total", WithMaxAttempts(*r.MaxAttemptsTotal)})
+	}
+	if r.Backoff != nil || r.InitialDelayMS != nil || r.MaxDelayMS != nil {
+		field, b, err := r.backoff()
+		if err != nil {
+			return nil, fieldErr(field, "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
+		}
+		fos = append(fos, fieldOption{field, WithBackoff(b)})
+	}
+	if r.RetryableStatus != nil {
+		fos = append(fos, fieldOption{"retry.retryable_status", WithRetryableStatuses(r.RetryableStatus...)})
+	}
+	if r.NonRetryableStatus != nil {
+		fos = append(fos, fieldOption{"retry.non_retryable_status", WithNonRetryableStatuses(r.NonRetryableStatus...)})
+	}
+	return msOption(fos, "retry.max_retry_after_ms", r.MaxRetryAfterMS, asOption(WithMaxRetryAfter))
+}
+
+// backoffs are the strategies a policy may name, by their constructors'
+// checks: the constructor's name and what it makes.
+var backoffs = map[string]struct {
+	fn   string
+	make func(base, max time.Duration) Backoff
+}{
+	"exponential_full_jitter":  {"FullJitter", func(b, m time.Duration) Backoff { return fullJitter{b, m} }},
+	"exponential_equal_jitter": {"EqualJitter", func(b, m time.Duration) Backoff { return equalJitter{b, m} }},
+	"decorrelated_jitter":      {"DecorrelatedJitter", func(b, m time.Duration) Backoff { return decorrelatedJitter{b, m} }},
+	"exponential":              {"Exponential", func(b, m time.Duration) Backoff { return exponential{b, m} }},
+	"constant":                 {"Constant", func(b, _ time.Duration) Backoff { return constant(b) }},
+}
+
+// backoff is the Backoff of r's backoff fields, a field left out taking
+// its default (the strategy exponential_full_jitter, the base 200ms, the
+// cap 10s or the base if larger; constant's delay is the base), or the
+// field to blame and the constructor's error.
+func (r *retrySpec) backoff() (string, Backoff, error) {
+	name := "exponential_full_jitter"
+	if r.Backoff != nil {
+		name = *r.Backoff
+	}
+	kind, ok := backoffs[name]
+	if !ok {
+		return "retry.backoff", nil, fmt.Errorf("%q is not one of exponential_full_jitter, exponential_equal_jitter, decorrelated_jitter, exponential, constant", name)
+	}
+	base, maxd := defaultBackoffBase, time.Duration(0)
+	var err error
+	if r.InitialDelayMS != nil {
+		if base, err = millis("retry.initial_delay_ms", *r.InitialDelayMS); err != nil {
+			return "retry.initial_delay_ms", nil, err
+		}
+	}
+	if r.MaxDelayMS != nil {
+		if maxd, err = millis("retry.max_delay_ms", *r.MaxDelayMS); err != nil {
+			return "retry.max_delay_ms", nil, err
+		}
+	} else {
+		maxd = max(defaultBackoffMax, base)
+	}
+	if name == "constant" {
+		maxd = base // a constant has no cap
+	}
+	if err := baseErr(kind.fn, base, maxd); err != nil {
+		field := "retry.initial_delay_ms"
+		if base >= 0 {
+			field = "retry.max_delay_ms"
+		}
+		return field, nil, err
+	}
+	field := "retry.backoff"
+	if r.Backoff == nil {
+		field = "retry.initial_delay_ms"
+		if r.InitialDelayMS == nil {
+			field = "retry.max_delay_ms"
+		}
+	}
+	return field, kind.make(base, maxd), nil
+}
+
+// timeOptions: time_budget.read_timeout_ms and caller_deadline_ms.
+func (d *policyDoc) timeOptions() ([]fieldOption, error) {
+	tb := d.TimeBudget
+	if tb == nil {
+		return nil, nil
+	}
+	fos, err := msOption(nil, "time_budget.read_timeout_ms", tb.ReadTimeoutMS, asOption(WithPerAttemptTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return msOption(fos, "time_budget.caller_deadline_ms", tb.CallerDeadlineMS, asOption(WithMaxElapsed))
+}
+
+// transportTimeOptions: time_budget.connect_timeout_ms and
+// retry.body_buffer_limit_bytes, which apply to the Transport as a whole.
+func (d *policyDoc) transportTimeOptions() ([]fieldOption, error) {
+	var fos []fieldOption
+	if d.TimeBudget != nil {
+		var err error
+		if fos, err = msOption(fos, "time_budget.connect_timeout_ms", d.TimeBudget.ConnectTimeoutMS, WithDialTimeout); err != nil {
+			return nil, err
+		}
+	}
+	if d.Retry != nil && d.Retry.BodyBufferLimit != nil {
+		fos = append(fos, fieldOption{"retry.body_buffer_limit_bytes", WithBodyBufferLimit(*d.Retry.BodyBufferLimit)})
+	}
+	return fos, nil
+}
+
 // safetyOptions are the options of the semantic_safety section of a
 // dependency's policy, or of an operation's (op).
-func (p Policy) safetyOptions(op bool) ([]Option, error) {
-	s := p.SemanticSafety
+func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
+	s := d.SemanticSafety
 	if s == nil {
 		return nil, nil
 	}
-	var opts []Option
-	if !s.Idempotent && s.SideEffect != nil && !*s.SideEffect {
-		return nil, fieldErr("semantic_safety.side_effect", "false, but idempotent is false: a request without a side effect is idempotent (write idempotent: true)")
+	idempotent := s.Idempotent != nil && *s.Idempotent
+	if !idempotent && s.SideEffect != nil && !*s.SideEffect {
+		return nil, fieldErr("semantic_safety.side_effect", "false, but idempotent is not true: a request without a side effect is idempotent (write idempotent: true)")
 	}
+	var fos []fieldOption
 	switch {
-	case s.Idempotent:
-		opts = append(opts, WithIdempotentIf(alwaysSafe))
+	case idempotent:
+		fos = append(fos, fieldOption{"semantic_safety.idempotent", WithIdempotentIf(alwaysSafe)})
 	case len(s.IdempotentRequests) > 0:
 		rs, err := parseRoutes(s.IdempotentRequests)
 		if err != nil {
 			return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
 		}
-		opts = append(opts, WithIdempotentIf(rs.match))
+		fos = append(fos, fieldOption{"semantic_safety.idempotent_requests", WithIdempotentIf(rs.match)})
 	case op:
 		// An operation's section that declares nothing undoes the
 		// dependency's declaration: its idempotent: false under the
 		// dependency's true.
-		opts = append(opts, Option{apply: func(c *config) error {
+		fos = append(fos, fieldOption{"semantic_safety.idempotent", option("WithIdempotentIf", func(c *config) error {
 			c.declaredSafe = nil
 			return nil
-		}, name: "WithIdempotentIf", perRequest: true})
+		})})
 	}
-	if len(s.IdempotencyKeys) > 0 {
-		for _, m := range s.IdempotencyKeys {
-			if !validHeaderName(m) { // a method is a token too; its case does not matter, as in WithIdempotencyKeys
-				return nil, fieldErr("semantic_safety.idempotency_keys", "%q is not a method", m)
-			}
+	if s.IdempotencyKeys != nil {
+		fos = append(fos, fieldOption{"semantic_safety.idempotency_keys", WithIdempotencyKeys(s.IdempotencyKeys...)})
+	}
+	return fos, nil
+}
+
+// budgetOptions: the budget section, each field checked by NewBudget's
+// own check.
+func (d *policyDoc) budgetOptions() ([]fieldOption, error) {
+	b := d.Budget
+	switch {
+	case b == nil:
+		return nil, nil
+	case b.Disabled && (b.MaxRetryRatio != nil || b.MinRetriesPerSecond != nil):
+		return nil, fieldErr("budget.disabled", "true, but the budget's ratio or floor is set too: keep one")
+	case b.Disabled:
+		return []fieldOption{{"budget.disabled", WithoutBudget()}}, nil
+	}
+	ratio, floor := float64(defaultBudgetRatio), float64(defaultBudgetPerSecond)
+	if b.MaxRetryRatio != nil {
+		ratio = *b.MaxRetryRatio
+		if err := budgetErr(ratio, 0); err != nil {
+			return nil, fieldErr("budget.max_retry_ratio", "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
 		}
-		opts = append(opts, WithIdempotencyKeys(s.IdempotencyKeys...))
 	}
-	return opts, nil
+	if b.MinRetriesPerSecond != nil {
+		floor = *b.MinRetriesPerSecond
+		if err := budgetErr(0, floor); err != nil {
+			return nil, fieldErr("budget.min_retries_per_second", "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
+		}
+	}
+	return []fieldOption{{"budget", WithBudget(NewBudget(ratio, floor))}}, nil
+}
+
+// breakerOptions: the breaker section, each field checked alone by
+// WithRetryBreaker so that its error names it, then all together.
+func (d *policyDoc) breakerOptions() ([]fieldOption, error) {
+	b := d.Breaker
+	if b == nil {
+		return nil, nil
+	}
+	if b.Disabled {
+		if b.FailFast || b.Threshold != 0 || b.MaxHoldMS != nil {
+			return nil, fieldErr("breaker.disabled", "true, but the breaker is configured too: keep one")
+		}
+		return []fieldOption{{"breaker.disabled", WithoutRetryBreaker()}}, nil
+	}
+	cfg := BreakerConfig{FailFast: b.FailFast, Threshold: b.Threshold}
+	if b.MaxHoldMS != nil {
+		var err error
+		if cfg.MaxHold, err = millis("breaker.max_hold_ms", *b.MaxHoldMS); err != nil {
+			return nil, err
+		}
+	}
+	return []fieldOption{
+		{"breaker.threshold", WithRetryBreaker(BreakerConfig{Threshold: cfg.Threshold})},
+		{"breaker.max_hold_ms", WithRetryBreaker(BreakerConfig{MaxHold: cfg.MaxHold})},
+		{"breaker", WithRetryBreaker(cfg)},
+	}, nil
+}
+
+// hedgeOptions: the hedging section, checked as the breaker's is.
+func (d *policyDoc) hedgeOptions() ([]fieldOption, error) {
+	h := d.Hedging
+	if h == nil {
+		return nil, nil
+	}
+	delay, err := millis("hedging.delay_ms", h.DelayMS)
+	if err != nil {
+		return nil, err
+	}
+	return []fieldOption{
+		{"hedging.delay_ms", WithHedging(HedgeConfig{Delay: delay})},
+		{"hedging.percentile", WithHedging(HedgeConfig{Percentile: h.Percentile})},
+		{"hedging.max_extra", WithHedging(HedgeConfig{MaxExtra: h.MaxExtra})},
+		{"hedging", WithHedging(HedgeConfig{Delay: delay, Percentile: h.Percentile, MaxExtra: h.MaxExtra})},
+	}, nil
+}
+
+// observabilityOptions: the observability section.
+func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
+	ob := d.Observability
+	if ob == nil {
+		return nil, nil
+	}
+	var fos []fieldOption
+	if ob.TagDependency != nil && *ob.TagDependency {
+		if d.Dependency == "" {
+			return nil, fieldErr("observability.tag_dependency", "true, but there is no dependency to name the Transport after")
+		}
+		fos = append(fos, fieldOption{"observability.tag_dependency", WithName(d.Dependency)})
+	}
+	if ob.EmitAttemptMetric != nil {
+		on := *ob.EmitAttemptMetric
+		fos = append(fos, fieldOption{"observability.emit_attempt_metric", option("WithMetrics", func(c *config) error {
+			c.needMetrics = on
+			if !on {
+				c.metricsSrc = nil
+			}
+			return nil
+		})})
+	}
+	if ob.TraceAttempts != nil {
+		on := *ob.TraceAttempts
+		fos = append(fos, fieldOption{"observability.trace_attempts", option("WithAttemptHook", func(c *config) error {
+			c.needHook = on
+			if !on {
+				c.attemptHook = nil
+			}
+			return nil
+		})})
+	}
+	if ob.AttemptHeader != nil {
+		fos = append(fos, fieldOption{"observability.attempt_header", WithAttemptHeader(*ob.AttemptHeader)})
+	}
+	return fos, nil
+}
+
+// transportKey is what d says of the Transport as a whole, as text that
+// two policies of one dependency must share; "" if it says nothing.
+func (d *policyDoc) transportKey() string {
+	var connect, body *int64
+	if d.TimeBudget != nil {
+		connect = d.TimeBudget.ConnectTimeoutMS
+	}
+	if d.Retry != nil {
+		body = d.Retry.BodyBufferLimit
+	}
+	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && body == nil {
+		return ""
+	}
+	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, body})
+	return string(b)
+}
+
+// transportPart is what d says of the Transport as a whole, alone.
+func (d *policyDoc) transportPart() policyDoc {
+	q := policyDoc{Dependency: d.Dependency, Budget: d.Budget, Breaker: d.Breaker, Hedging: d.Hedging, Observability: d.Observability}
+	if d.TimeBudget != nil && d.TimeBudget.ConnectTimeoutMS != nil {
+		q.TimeBudget = &timeBudget{ConnectTimeoutMS: d.TimeBudget.ConnectTimeoutMS}
+	}
+	if d.Retry != nil && d.Retry.BodyBufferLimit != nil {
+		q.Retry = &retrySpec{BodyBufferLimit: d.Retry.BodyBufferLimit}
+	}
+	return q
 }
 
 // An operation is the policy of some requests of a dependency: those that
@@ -229,38 +418,36 @@ type operation struct {
 // operationsOption carries p's operations to the Transport, which builds
 // one config for each in newConfig.
 func (p Policy) operationsOption() (Option, error) {
-	key := p.transportKey()
+	key := p.doc.transportKey()
 	var ops []operation
-	for _, op := range p.Operations {
-		q, names, err := op.normalized()
-		if err != nil {
-			return Option{}, opErr(op, err)
-		}
-		if len(q.Operations) > 0 {
-			return Option{}, opErr(op, fieldErr("operations", "an operation has no operations of its own"))
-		}
-		if k := q.transportKey(); k != "" && k != key {
-			return Option{}, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
+	for i := range p.ops {
+		op := &p.ops[i]
+		if k := op.transportKey(); k != "" && k != key {
+			return nil, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
-		rs, err := parseRoutes([]string{q.Match})
+		rs, err := parseRoutes([]string{op.Match})
 		if err != nil {
-			return Option{}, opErr(op, fieldErr("match", "%v", err))
+			return nil, opErr(op, fieldErr("match", "%v", err))
 		}
-		opts, err := q.requestOptions(true)
+		fos, err := op.options(true)
 		if err != nil {
-			return Option{}, opErr(op, names.rename(err))
+			return nil, opErr(op, err)
+		}
+		opts, err := checked(fos)
+		if err != nil {
+			return nil, opErr(op, err)
 		}
 		ops = append(ops, operation{rs, opts})
 	}
-	return Option{apply: func(c *config) error {
+	return option("operations", func(c *config) error {
 		c.operations = ops
 		return nil
-	}, name: "operations"}, nil
+	}), nil
 }
 
 // opErr is err in the operation op, named by its name or its match.
-func opErr(op Policy, err error) error {
+func opErr(op *policyDoc, err error) error {
 	name := op.Operation
 	if name == "" {
 		name = op.Match
@@ -279,7 +466,7 @@ func (c *config) operationConfigs() {
 		oc := *c
 		oc.operations, oc.opConfigs = nil, nil
 		for _, o := range op.opts {
-			o.apply(&oc) // validated by Options
+			o.apply(&oc) // checked by Options
 		}
 		oc.schedule = scheduleLength(oc.backoff, oc.maxAttempts)
 		c.opConfigs[i] = &oc
@@ -294,164 +481,6 @@ func (c *config) operationFor(req *http.Request) *config {
 		}
 	}
 	return c
-}
-
-func (r RetrySpec) backoff() (Backoff, error) {
-	base, err := millis("retry.initial_delay_ms", r.InitialDelayMS)
-	if err != nil {
-		return nil, err
-	}
-	maxd, err := millis("retry.max_delay_ms", r.MaxDelayMS)
-	if err != nil {
-		return nil, err
-	}
-	if r.Backoff == "" && base == 0 && maxd == 0 {
-		return nil, nil
-	}
-	if base == 0 {
-		base = DefaultBackoffBase
-	}
-	if maxd == 0 {
-		maxd = max(DefaultBackoffMax, base)
-	}
-	if r.Backoff != "constant" && maxd < base {
-		return nil, fieldErr("retry.max_delay_ms", "%v is less than initial_delay_ms %v", maxd, base)
-	}
-	switch r.Backoff {
-	case "", "exponential_full_jitter":
-		return fullJitter{base, maxd}, nil
-	case "exponential_equal_jitter":
-		return equalJitter{base, maxd}, nil
-	case "decorrelated_jitter":
-		return decorrelatedJitter{base, maxd}, nil
-	case "exponential":
-		return exponential{base, maxd}, nil
-	case "constant":
-		return constant(base), nil
-	}
-	return nil, fieldErr("retry.backoff", "%q is not one of exponential_full_jitter, exponential_equal_jitter, decorrelated_jitter, exponential, constant", r.Backoff)
-}
-
-// checkStatuses checks the status lists: codes in 100..999, none in both.
-func (r RetrySpec) checkStatuses() error {
-	for _, f := range []struct {
-		field string
-		codes []int
-	}{{"retry.retryable_status", r.RetryableStatus}, {"retry.non_retryable_status", r.NonRetryableStatus}} {
-		for _, c := range f.codes {
-			if c < 100 || c > 999 {
-				return fieldErr(f.field, "status code %d is outside 100..999", c)
-			}
-		}
-	}
-	for _, c := range r.NonRetryableStatus {
-		if slices.Contains(r.RetryableStatus, c) {
-			return fieldErr("retry.non_retryable_status", "%d is also in retryable_status", c)
-		}
-	}
-	return nil
-}
-
-// budgetOption is the Budget's option, if the policy sets one.
-func (p Policy) budgetOption() (Option, error) {
-	b := p.Budget
-	if b == nil {
-		return Option{}, nil
-	}
-	floor, ratio := float64(DefaultBudgetPerSecond), float64(DefaultBudgetRatio)
-	if b.MinRetriesPerSecond != nil {
-		floor = *b.MinRetriesPerSecond
-	}
-	if b.MaxRetryRatio != nil {
-		ratio = *b.MaxRetryRatio
-	}
-	switch {
-	case b.Disabled:
-		return WithoutBudget(), nil
-	case ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0):
-		return Option{}, fieldErr("budget.max_retry_ratio", "%v must be a finite number >= 0", ratio)
-	case floor < 0 || math.IsNaN(floor) || math.IsInf(floor, 0):
-		return Option{}, fieldErr("budget.min_retries_per_second", "%v must be a finite number >= 0", floor)
-	}
-	return WithBudget(NewBudget(ratio, floor)), nil
-}
-
-// breakerOption is the breaker's option, if the policy sets one.
-func (p Policy) breakerOption() (Option, error) {
-	b := p.Breaker
-	if b == nil {
-		return Option{}, nil
-	}
-	switch {
-	case b.Threshold < 0:
-		return Option{}, fieldErr("breaker.threshold", "%d is negative", b.Threshold)
-	case b.Threshold > maxThreshold:
-		return Option{}, fieldErr("breaker.threshold", "%d is above %d", b.Threshold, maxThreshold)
-	}
-	hold, err := millis("breaker.max_hold_ms", b.MaxHoldMS)
-	if err != nil {
-		return Option{}, err
-	}
-	if b.Disabled {
-		return WithoutRetryBreaker(), nil
-	}
-	return WithRetryBreaker(BreakerConfig{FailFast: b.FailFast, Threshold: b.Threshold,
-		MaxHold: hold}), nil
-}
-
-// dialOption sets the dial timeout of the base the Transport builds, if
-// the policy sets one.
-func (p Policy) dialOption() (Option, error) {
-	if p.TimeBudget == nil || p.TimeBudget.ConnectTimeoutMS == 0 {
-		return Option{}, nil
-	}
-	d, err := millis("time_budget.connect_timeout_ms", p.TimeBudget.ConnectTimeoutMS)
-	if err != nil {
-		return Option{}, err
-	}
-	return WithDialTimeout(d), nil
-}
-
-// bodyOption is WithBodyBufferLimit, if the policy sets it.
-func (p Policy) bodyOption() (Option, error) {
-	if p.Retry == nil || p.Retry.BodyBufferLimitBytes == nil {
-		return Option{}, nil
-	}
-	n := *p.Retry.BodyBufferLimitBytes
-	if n < 0 {
-		return Option{}, fieldErr("retry.body_buffer_limit_bytes", "%d is negative", n)
-	}
-	return WithBodyBufferLimit(n), nil
-}
-
-// transportPart is what p says of the Transport as a whole, alone.
-func (p Policy) transportPart() Policy {
-	q := Policy{Dependency: p.Dependency, Budget: p.Budget, Breaker: p.Breaker, Hedging: p.Hedging, Observability: p.Observability}
-	if p.TimeBudget != nil && p.TimeBudget.ConnectTimeoutMS != 0 {
-		q.TimeBudget = &TimeBudget{ConnectTimeoutMS: p.TimeBudget.ConnectTimeoutMS}
-	}
-	if p.Retry != nil && p.Retry.BodyBufferLimitBytes != nil {
-		q.Retry = &RetrySpec{BodyBufferLimitBytes: p.Retry.BodyBufferLimitBytes}
-	}
-	return q
-}
-
-// hedgeOption is hedging's option, if the policy sets it.
-func (p Policy) hedgeOption() (Option, error) {
-	h := p.Hedging
-	if h == nil {
-		return Option{}, nil
-	}
-	d, err := millis("hedging.delay_ms", h.DelayMS)
-	switch {
-	case err != nil:
-		return Option{}, err
-	case math.IsNaN(h.Percentile) || h.Percentile < 0 || h.Percentile >= 1:
-		return Option{}, fieldErr("hedging.percentile", "%v must be in (0, 1)", h.Percentile)
-	case h.MaxExtra < 0 || h.MaxExtra > maxHedgeExtra:
-		return Option{}, fieldErr("hedging.max_extra", "%d must be in 0..%d", h.MaxExtra, maxHedgeExtra)
-	}
-	return WithHedging(HedgeConfig{Delay: d, Percentile: h.Percentile, MaxExtra: h.MaxExtra}), nil
 }
 
 // dialingBase is the base a Transport builds when a policy sets its dial

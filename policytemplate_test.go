@@ -37,10 +37,10 @@ func TestPolicyTemplateLoadsAsWritten(t *testing.T) {
 		t.Fatalf("LoadPolicies(template) = %v, want party-service alone", ps)
 	}
 	// Kept for the caller.
-	if p.Operation != "getPartySnapshot" || p.InteractionType != "synchronous-http" ||
-		p.Criticality != "required-for-case-detail" || p.Owner != "case-platform-team" ||
-		p.Fallback == nil || p.Fallback.Type != "partial_response" ||
-		p.Fallback.UserMessage != "Party details temporarily unavailable" {
+	if d := p.doc; d.Operation != "getPartySnapshot" || d.InteractionType != "synchronous-http" ||
+		d.Criticality != "required-for-case-detail" || d.Owner != "case-platform-team" ||
+		d.Fallback == nil || d.Fallback.Type != "partial_response" ||
+		d.Fallback.UserMessage != "Party details temporarily unavailable" {
 		t.Errorf("template's descriptive fields: %+v", p)
 	}
 
@@ -80,7 +80,7 @@ func TestPolicyTemplateLoadsAsWritten(t *testing.T) {
 	// semantic_safety.idempotent: a POST to the dependency is retried like
 	// a GET. (The template's own options need a nil base for its dial
 	// timeout: its declaration is tested alone, over a scripted base.)
-	safe := Policy{SemanticSafety: p.SemanticSafety}
+	safe := Policy{doc: policyDoc{SemanticSafety: p.doc.SemanticSafety}}
 	sopts, err := safe.Options()
 	if err != nil {
 		t.Fatal(err)
@@ -97,52 +97,6 @@ func TestPolicyTemplateLoadsAsWritten(t *testing.T) {
 	}
 }
 
-// The template's flat predecessor still loads and means the same.
-func TestPolicyFlatFormMatchesSections(t *testing.T) {
-	flat, err := ParsePolicy([]byte(`{"max_attempts_total": 3, "initial_delay": "50ms", "max_delay": "200ms",
-		"per_attempt_timeout": "250ms", "max_elapsed": "800ms", "non_retryable_status": [500], "idempotent_requests": ["POST /q"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sect, err := ParsePolicy([]byte(`{"retry": {"max_attempts_total": 3, "initial_delay_ms": 50, "max_delay_ms": 200,
-		"non_retryable_status": [500]}, "time_budget": {"read_timeout_ms": 250, "caller_deadline_ms": 800},
-		"semantic_safety": {"idempotent_requests": ["POST /q"]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b := mustConfig(t, flat), mustConfig(t, sect)
-	if a.maxAttempts != b.maxAttempts || a.backoff != b.backoff || a.perAttemptTimeout != b.perAttemptTimeout ||
-		a.maxElapsed != b.maxElapsed || a.statuses != b.statuses || (a.declaredSafe == nil) != (b.declaredSafe == nil) {
-		t.Errorf("flat %+v\nsections %+v", a, b)
-	}
-	for _, doc := range []string{`{"breaker": {"max_hold": "2s"}}`, `{"breaker": {"max_hold_ms": 2000}}`} {
-		p, err := ParsePolicy([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := mustConfig(t, p); c.breaker == nil || c.breaker.MaxHold != 2*time.Second {
-			t.Errorf("%s: breaker %+v, want MaxHold 2s", doc, c.breaker)
-		}
-	}
-	if _, err := (Policy{MaxAttemptsTotal: 2, Retry: &RetrySpec{MaxAttemptsTotal: 3}}).Options(); err == nil ||
-		!strings.Contains(err.Error(), "max_attempts_total: written again as retry.max_attempts_total") {
-		t.Errorf("a field written both ways: %v", err)
-	}
-}
-
-func mustConfig(t *testing.T, p Policy) *config {
-	t.Helper()
-	opts, err := p.Options()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newConfig(nil, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // Several operations of one dependency carry their own policy, matched by
 // method and path; the dependency's own applies to the rest.
 func TestPolicyOperations(t *testing.T) {
@@ -154,13 +108,14 @@ func TestPolicyOperations(t *testing.T) {
 	  {"dependency": "parties", "operation": "get", "match": "GET /parties/*", "retry": {"max_attempts_total": 2},
 	   "budget": {"max_retry_ratio": 0.5}},
 	  {"dependency": "parties", "operation": "search", "match": "POST /parties/*/search",
-	   "semantic_safety": {"idempotent": true}}
+	   "semantic_safety": {"idempotent": true}},
+	  {"dependency": "parties", "operation": "root", "match": "PUT /", "retry": {"max_attempts_total": 3}}
 	]`
 	ps, err := LoadPolicies(strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ops := ps["parties"].Operations; len(ops) != 3 || ops[1].Operation != "get" || ops[2].Operation != "search" {
+	if ops := ps["parties"].ops; len(ops) != 4 || ops[1].Operation != "get" || ops[2].Operation != "search" {
 		t.Fatalf("operations %+v", ops)
 	}
 	opts, _ := ps["parties"].Options()
@@ -174,6 +129,7 @@ func TestPolicyOperations(t *testing.T) {
 		{"GET", "/other", 4},             // no operation: the dependency's
 		{"POST", "/parties/7/notes", 4},  // declared by the dependency
 		{"POST", "/parties/0/notes", 1},  // the operation undoes the declaration
+		{"PUT", "", 3},                   // an empty path is "/"
 	} {
 		base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503)...)
 		tr, _ := testTransport(base, opts...)
@@ -204,22 +160,21 @@ func TestPolicyTemplateErrors(t *testing.T) {
 			`operation "GET /x": field budget, breaker`},
 		{`{"dependency": "a", "match": "/x"}`, `field match`},
 		{`{"dependency": "a", "semantic_safety": {"idempotent": false, "side_effect": false}}`, `field semantic_safety.side_effect`},
-		{`{"dependency": "a", "time_budget": {"read_timeout_ms": -1}}`, `field time_budget.read_timeout_ms: -1 is negative`},
+		{`{"dependency": "a", "time_budget": {"read_timeout_ms": -1}}`, `field time_budget.read_timeout_ms: WithPerAttemptTimeout(-1ms): timeout is negative`},
 		{`{"dependency": "a", "retry": {"initial_delay_ms": 500, "max_delay_ms": 100}}`, `field retry.max_delay_ms`},
-		{`{"dependency": "a", "retry": {"initial_delay": "50ms"}}`, `unknown field "initial_delay"`},
+		{`{"dependency": "a", "retry": {"initial_delay": "50ms"}}`, `field retry.initial_delay: not a field of the policy: did you mean retry.initial_delay_ms?`},
 		{`{"dependency": "a", "observability": {"tag_dependency": "yes"}}`, `observability`},
 		{`{"a": {"dependency": "b"}}`, `field dependency: "b" under the key "a"`},
 		{`[{"retry": {}}]`, `field dependency: missing`},
 		{`{"dependency": "a"} {}`, `data after the policies`},
-		{`{"dependency": "a", "fallback": {"kind": "x"}}`, `unknown field "kind"`},
+		{`{"dependency": "a", "fallback": {"kind": "x"}}`, `field fallback.kind: not a field of the policy`},
 	} {
 		if _, err := LoadPolicies(strings.NewReader(tt.doc)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadPolicies(%s) = %v, want %q", tt.doc, err, tt.want)
 		}
 	}
 	// observability: false switches a report off, whatever the options say.
-	off := false
-	p := Policy{Dependency: "a", Observability: &Observability{EmitAttemptMetric: &off, TraceAttempts: &off}}
+	p := mustPolicy(t, `{"dependency": "a", "observability": {"emit_attempt_metric": false, "trace_attempts": false}}`)
 	opts, _ := p.Options()
 	c, err := newConfig(nil, append([]Option{WithMetrics(NewMetrics()), WithAttemptHook(noHook)}, opts...))
 	if err != nil || c.metrics != nil || c.attemptHook != nil {
@@ -229,7 +184,7 @@ func TestPolicyTemplateErrors(t *testing.T) {
 		t.Error("NewPolicies(a policy without dependency) accepted")
 	}
 	var fe *fieldError
-	if _, err := (Policy{Retry: &RetrySpec{Backoff: "x"}}).Options(); !errors.As(err, &fe) {
+	if _, err := mustPolicy(t, `{"retry": {"backoff": "x"}}`).Options(); !errors.As(err, &fe) {
 		t.Errorf("Options error %T, want a field error", err)
 	}
 }

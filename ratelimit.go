@@ -14,19 +14,19 @@ import (
 	"time"
 )
 
-// HintSpread is how far above a server's hint a wait may go: a wait the
+// hintSpread is how far above a server's hint a wait may go: a wait the
 // server asks for (Retry-After and the other rate-limit hints) is drawn in
-// [hint, hint × (1 + HintSpread)], so that clients told to come back in a
+// [hint, hint × (1 + hintSpread)], so that clients told to come back in a
 // second do not all come back in the same millisecond, and none earlier
 // than told.
-const HintSpread = 0.2
+const hintSpread = 0.2
 
-// spread draws a wait in [d, d × (1 + HintSpread)].
+// spread draws a wait in [d, d × (1 + hintSpread)].
 func spread(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	extra := time.Duration(float64(d) * HintSpread)
+	extra := time.Duration(float64(d) * hintSpread)
 	if extra <= 0 || d > maxRetryAfterSeconds*time.Second {
 		return d
 	}

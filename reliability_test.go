@@ -551,7 +551,7 @@ func TestTLSHandshakeResetPOSTRetried(t *testing.T) {
 
 // 10,000 requests waiting behind a host that answers 503 with a 64 KiB
 // error page hold no more than the Transport's bound on kept bodies
-// (DefaultHeldBodyMemory) beyond their own state: about 700 MB without
+// (defaultHeldBodyMemory) beyond their own state: about 700 MB without
 // the bound. The one that gives up with a cut page reads what was kept,
 // then ErrHeldBodyTruncated.
 func TestLoad10kHeldLargePages(t *testing.T) {
@@ -606,7 +606,7 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 	grown := int64(during.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("%d requests waiting behind 64 KiB pages: %d KiB of heap in all, %d bytes each",
 		n, grown>>10, grown/int64(n))
-	if limit := int64(DefaultHeldBodyMemory) + int64(n)*8<<10; grown > limit {
+	if limit := int64(defaultHeldBodyMemory) + int64(n)*8<<10; grown > limit {
 		t.Errorf("%d bytes of heap for %d waiting requests, want at most %d (the bound, and 8 KiB each)", grown, n, limit)
 	}
 	down.Store(false)
@@ -618,8 +618,8 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 	if ended.Load() != int64(n) {
 		t.Errorf("%d of %d calls ended", ended.Load(), n)
 	}
-	if free := tr.c.held.free.Load(); free != DefaultHeldBodyMemory {
-		t.Errorf("%d bytes of the bound still taken after every call ended", DefaultHeldBodyMemory-free)
+	if free := tr.c.held.free.Load(); free != defaultHeldBodyMemory {
+		t.Errorf("%d bytes of the bound still taken after every call ended", defaultHeldBodyMemory-free)
 	}
 }
 

@@ -1,6 +1,5 @@
 // This file reports what the retry loop does: the retryhttp_* metrics
-// (through metrics.go), the log records and the WithOnRetry hook, all with
-// one vocabulary: an attempt's outcome ("503", "reset") and a give-up's
+// (through metrics.go) and the log records, all with one vocabulary: an attempt's outcome ("503", "reset") and a give-up's
 // reason (GiveUpReason).
 
 package retryhttp
@@ -11,21 +10,14 @@ import (
 	"time"
 )
 
-// scheduled reports a retry that is about to wait.
+// scheduled reports a retry that is sure to go, after its wait: the
+// retryhttp_retries_total metric and the "retrying" log record.
 func (k *call) scheduled(attempt int, delay time.Duration, r *result) {
 	c := k.c
 	c.metrics.retry(r.outcome, delay)
 	if c.logger != nil {
 		c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying",
 			k.logAttrs(attempt, delay, r.outcome, "")...)
-	}
-	if c.onRetry != nil {
-		ev := RetryEvent{Request: k.req, Attempt: attempt, MaxAttempts: c.maxAttempts,
-			Delay: delay, Outcome: r.outcome.String(), Err: r.err}
-		if r.resp != nil {
-			ev.StatusCode = r.resp.StatusCode
-		}
-		c.onRetry(ev)
 	}
 }
 

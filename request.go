@@ -6,44 +6,29 @@ package retryhttp
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 )
 
 type requestOptionsKey struct{}
 
 // requestOptions are the options of one request, already validated.
-type requestOptions struct{ opts []Option }
+type requestOptions struct{ opts []RequestOption }
 
 // WithRequestOptions returns a context that carries opts for the requests
 // made with it: they apply on top of the Transport's own options, for
 // those requests only (and over those of a policy's operation that
-// matches them). Only the per-request subset is accepted:
-// WithMaxAttempts, WithBackoff, WithRetryableStatuses,
-// WithNonRetryableStatuses, WithPerAttemptTimeout, WithMaxRetryAfter,
-// WithMaxElapsed, WithRetryIf, WithIdempotencyKeys and WithIdempotentIf.
-// Like New, it panics, naming the option, if an option is invalid or is
-// not one of those. A request without them costs nothing more than one
-// context lookup.
-func WithRequestOptions(ctx context.Context, opts ...Option) context.Context {
+// matches them). Like New, it panics, naming the option, if one is
+// invalid. A request without them costs nothing more than one context
+// lookup.
+func WithRequestOptions(ctx context.Context, opts ...RequestOption) context.Context {
 	var scratch config
 	for _, o := range opts {
-		if o.apply == nil {
-			continue
-		}
-		if !o.perRequest {
-			name := o.name
-			if name == "" {
-				name = "this option"
-			}
-			panic(fmt.Sprintf("retryhttp: WithRequestOptions: %s applies to a Transport, not to one request", name))
-		}
 		if err := o.apply(&scratch); err != nil {
 			panic(err)
 		}
 	}
 	if prev, ok := ctx.Value(requestOptionsKey{}).(*requestOptions); ok {
-		opts = append(append([]Option(nil), prev.opts...), opts...)
+		opts = append(append([]RequestOption(nil), prev.opts...), opts...)
 	}
 	return context.WithValue(ctx, requestOptionsKey{}, &requestOptions{opts})
 }

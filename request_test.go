@@ -54,12 +54,12 @@ func TestRequestOptions(t *testing.T) {
 }
 
 func TestRequestOptionsRejected(t *testing.T) {
+	// An option of the Transport's (WithMetrics, WithoutBudget) is not a
+	// RequestOption: the compiler refuses it. Invalid values panic.
 	for _, tt := range []struct {
-		opt  Option
+		opt  RequestOption
 		want string
 	}{
-		{WithMetrics(NewMetrics()), "WithMetrics"},
-		{WithoutBudget(), "WithoutBudget"},
 		{WithMaxAttempts(0), "WithMaxAttempts(0)"},
 		{WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
 	} {

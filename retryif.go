@@ -27,12 +27,6 @@ const (
 	DontRetry
 )
 
-// Default is NoOpinion.
-//
-// Deprecated: use NoOpinion, whose name says what it does; Default stays
-// until v1 so that code written against it compiles.
-const Default = NoOpinion
-
 // WithRetryIf sets a condition that refines, attempt by attempt, what is
 // worth retrying: it may widen the built-in rules (a 403 whose body says
 // "try again") or narrow them (never retry an error of a kind of your
@@ -47,11 +41,11 @@ const Default = NoOpinion
 // rest); if it is retried, the body is drained and closed as usual. f must
 // not close the body. It may be given for one request (WithRequestOptions).
 // The default is none.
-func WithRetryIf(f func(resp *http.Response, err error) Decision) Option {
-	return Option{apply: func(c *config) error {
+func WithRetryIf(f func(resp *http.Response, err error) Decision) RequestOption {
+	return requestOption("WithRetryIf", func(c *config) error {
 		c.retryIf = f
 		return nil
-	}, name: "WithRetryIf", perRequest: true}
+	})
 }
 
 // applyRetryIf lets the user's condition refine r's classification.

@@ -60,7 +60,7 @@ func TestIdempotentIfByTarget(t *testing.T) {
 
 // A policy lists its safe requests as "METHOD pattern" entries.
 func TestPolicyIdempotentRequests(t *testing.T) {
-	p, err := ParsePolicy([]byte(`{"idempotent_requests": ["POST /*/_search", "post /graphql"]}`))
+	p, err := ParsePolicy([]byte(`{"semantic_safety": {"idempotent_requests": ["POST /*/_search", "post /graphql"]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

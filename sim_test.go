@@ -285,7 +285,7 @@ func drawSim(seed uint64) *simulation {
 		add(WithBudget(NewBudget(ratio, floor)), fmt.Sprintf("budget=%.2f/%v", ratio, floor))
 	default:
 		s.budgetDefault = true
-		s.ratio, s.floor = DefaultBudgetRatio, DefaultBudgetPerSecond
+		s.ratio, s.floor = defaultBudgetRatio, defaultBudgetPerSecond
 		s.desc = append(s.desc, "budget=default")
 	}
 	var pt time.Duration // ProbeTimeout: the default, or drawn
@@ -326,13 +326,17 @@ func drawSim(seed uint64) *simulation {
 	}
 	if r.IntN(4) == 0 {
 		op := &simOp{attempts: 1 + r.IntN(5), safe: r.IntN(2) == 0}
-		p := Policy{Dependency: "sim", Operations: []Policy{{Match: "* /op", Retry: &RetrySpec{MaxAttemptsTotal: op.attempts},
-			SemanticSafety: &SemanticSafety{Idempotent: op.safe}}}}
+		doc := fmt.Sprintf(`{"dependency": "sim", "match": "* /op", "retry": {"max_attempts_total": %d}, "semantic_safety": {"idempotent": %v}`,
+			op.attempts, op.safe)
 		if r.IntN(2) == 0 {
 			op.elapsed = time.Duration(1+r.IntN(1000)) * ms
-			p.Operations[0].TimeBudget = &TimeBudget{CallerDeadlineMS: op.elapsed.Milliseconds()}
+			doc += fmt.Sprintf(`, "time_budget": {"caller_deadline_ms": %d}`, op.elapsed.Milliseconds())
 		}
-		popts, err := p.Options()
+		ps, err := LoadPolicies(strings.NewReader(`[{"dependency": "sim"}, ` + doc + `}]`))
+		if err != nil {
+			panic(err)
+		}
+		popts, err := ps["sim"].Options()
 		if err != nil {
 			panic(err)
 		}

@@ -25,7 +25,7 @@ import (
 // runs under testing/synctest, where the waits are virtual.
 func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *sleepLog) {
 	sl := new(sleepLog)
-	all := append([]Option{WithoutBudget(), WithBackoff(Constant(0)), WithOnRetry(sl.add)}, opts...)
+	all := append([]Option{WithoutBudget(), WithBackoff(Constant(0)), retryHook(sl.add)}, opts...)
 	return New(base, all...), sl
 }
 
@@ -35,10 +35,21 @@ type sleepLog struct {
 	sleeps []time.Duration
 }
 
-func (l *sleepLog) add(ev RetryEvent) {
+func (l *sleepLog) add(a AttemptStart) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.sleeps = append(l.sleeps, ev.Delay)
+	l.sleeps = append(l.sleeps, a.Delay)
+}
+
+// retryHook is an attempt hook that calls f as each retry (not a hedge)
+// starts.
+func retryHook(f func(AttemptStart)) Option {
+	return WithAttemptHook(func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd)) {
+		if a.Attempt > 1 && !a.Hedge {
+			f(a)
+		}
+		return ctx, nil
+	})
 }
 
 func (l *sleepLog) Sleeps() []time.Duration {
@@ -118,7 +129,7 @@ func TestIdempotencyKeyInjection(t *testing.T) {
 		}
 	})
 	t.Run("caller's key kept", func(t *testing.T) {
-		for _, h := range []string{HeaderIdempotencyKey, HeaderXIdempotencyKey} {
+		for _, h := range []string{HeaderIdempotencyKey, headerXIdempotencyKey} {
 			base := retrytest.NewScriptTransport(steps(503)...)
 			tr, _ := testTransport(base, WithBackoff(Constant(0)), WithIdempotencyKeys())
 			req := newRequest(t, "POST", "http://example.test/", nil)
@@ -129,7 +140,7 @@ func TestIdempotencyKeyInjection(t *testing.T) {
 			}
 			resp.Body.Close()
 			for i, a := range base.Attempts() {
-				if a.Header.Get(h) != "mine" || (h == HeaderXIdempotencyKey && a.Header.Get(HeaderIdempotencyKey) != "") {
+				if a.Header.Get(h) != "mine" || (h == headerXIdempotencyKey && a.Header.Get(HeaderIdempotencyKey) != "") {
 					t.Errorf("%s: attempt %d headers %v, want the caller's key only", h, i+1, a.Header)
 				}
 			}
@@ -220,14 +231,14 @@ func TestBackoffDelaysAndRetryAfter(t *testing.T) {
 					t.Fatal(err)
 				}
 				resp.Body.Close()
-				// A server's wait is spread upward, by at most HintSpread.
+				// A server's wait is spread upward, by at most hintSpread.
 				got := fc.Sleeps()
 				ok := len(got) == len(tt.wantSleeps)
 				for i := 0; ok && i < len(got); i++ {
-					ok = got[i] >= tt.wantSleeps[i] && float64(got[i]) <= float64(tt.wantSleeps[i])*(1+HintSpread)
+					ok = got[i] >= tt.wantSleeps[i] && float64(got[i]) <= float64(tt.wantSleeps[i])*(1+hintSpread)
 				}
 				if !ok {
-					t.Errorf("sleeps = %v, want %v (server waits up to %v%% more)", got, tt.wantSleeps, HintSpread*100)
+					t.Errorf("sleeps = %v, want %v (server waits up to %v%% more)", got, tt.wantSleeps, hintSpread*100)
 				}
 				if base.Count() != tt.wantCount || resp.StatusCode != 503 {
 					t.Errorf("%d attempts, status %d; want %d, 503", base.Count(), resp.StatusCode, tt.wantCount)
@@ -373,29 +384,6 @@ func TestCloseIdleConnectionsForwarded(t *testing.T) {
 	New(base).CloseIdleConnections()
 	if base.n != 1 {
 		t.Errorf("CloseIdleConnections reached the base %d times, want 1", base.n)
-	}
-}
-
-func TestOnRetryHook(t *testing.T) {
-	base := retrytest.NewScriptTransport(
-		retrytest.Step{Reply: retrytest.Status(503)},
-		retrytest.Step{Err: &net.OpError{Op: "read", Err: syscall.ECONNRESET}})
-	var events []RetryEvent
-	tr, _ := testTransport(base, WithBackoff(Constant(time.Second)), WithOnRetry(func(ev RetryEvent) { events = append(events, ev) }))
-	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if len(events) != 2 {
-		t.Fatalf("%d events, want 2", len(events))
-	}
-	e0, e1 := events[0], events[1]
-	if e0.Attempt != 1 || e0.StatusCode != 503 || e0.Outcome != "503" || e0.Delay != time.Second || e0.MaxAttempts != 4 || e0.Err != nil {
-		t.Errorf("event 1 = %+v", e0)
-	}
-	if e1.Attempt != 2 || e1.StatusCode != 0 || e1.Outcome != "reset" || e1.Err == nil {
-		t.Errorf("event 2 = %+v", e1)
 	}
 }
 

@@ -28,13 +28,8 @@ retry: {max_attempts_total: 2}
 		fmt.Println(err)
 		return
 	}
-	p := ps["party-service"]
-	fmt.Println(p.Retry.MaxAttemptsTotal, p.TimeBudget.CallerDeadlineMS, p.Fallback.Type, p.Owner)
-	fmt.Println(p.Operations[0].Operation, p.Operations[0].Match, p.Operations[0].Retry.MaxAttemptsTotal)
 	trs, err := ps.Transports(nil)
 	fmt.Println(len(trs), err)
 	// Output:
-	// 3 800 partial_response case-platform-team
-	// searchParties POST /parties/search 2
 	// 1 <nil>
 }

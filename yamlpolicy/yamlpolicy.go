@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 
 	"github.com/retryhttp/retryhttp"
 	"gopkg.in/yaml.v3"
@@ -93,15 +95,24 @@ func policies(n *yaml.Node) ([]retryhttp.Policy, error) {
 	return nil, fmt.Errorf("yamlpolicy: line %d: want a policy, a list of policies or a map of them keyed by dependency", n.Line)
 }
 
-// isPolicy reports whether a mapping is one policy: it names its
-// dependency with a scalar.
+// isPolicy reports whether a mapping is one policy, as retryhttp decides
+// for JSON: one of its keys is a policy's field (a dependency's name
+// never is).
 func isPolicy(n *yaml.Node) bool {
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "dependency" && n.Content[i+1].Kind == yaml.ScalarNode {
+		if policyKeys[n.Content[i].Value] {
 			return true
 		}
 	}
 	return false
+}
+
+// policyKeys are the keys of a policy's top level, as the template has
+// them (TestPolicyKeys checks them against retryhttp).
+var policyKeys = map[string]bool{
+	"dependency": true, "operation": true, "match": true, "interaction_type": true, "criticality": true,
+	"semantic_safety": true, "time_budget": true, "retry": true, "budget": true, "breaker": true,
+	"hedging": true, "fallback": true, "observability": true, "owner": true,
 }
 
 func list(n *yaml.Node, key string) ([]retryhttp.Policy, error) {
@@ -116,21 +127,44 @@ func list(n *yaml.Node, key string) ([]retryhttp.Policy, error) {
 	return out, nil
 }
 
-// policy decodes one policy through retryhttp's own strict JSON decoding,
-// so that YAML and JSON files follow one set of rules.
+// policy decodes one policy through retryhttp's own strict decoding, so
+// that YAML and JSON files follow one set of rules; an error names the
+// line of the field it is about.
 func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
+	dep := key
 	fail := func(err error) (retryhttp.Policy, error) {
-		if key != "" {
-			return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: policy %q at line %d: %w", key, n.Line, err)
+		line := n.Line
+		if m := fieldPath.FindStringSubmatch(err.Error()); m != nil {
+			if f := find(n, strings.Split(m[1], ".")); f != nil {
+				line = f.Line
+			}
 		}
-		return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: the policy at line %d: %w", n.Line, err)
+		msg := strings.TrimPrefix(err.Error(), "retryhttp: ")
+		if dep != "" {
+			return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: policy %q, line %d: %s", dep, line, msg)
+		}
+		return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: the policy at line %d: %s", line, msg)
 	}
 	if n.Kind != yaml.MappingNode {
 		return fail(errors.New("a policy must be a mapping"))
 	}
-	var v any
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if d := n.Content[i+1]; n.Content[i].Value == "dependency" && d.Kind == yaml.ScalarNode {
+			if key != "" && d.Value != key {
+				return fail(fmt.Errorf("field dependency: %q under the key %q", d.Value, key))
+			}
+			dep = d.Value
+		}
+	}
+	var v map[string]any
 	if err := n.Decode(&v); err != nil {
 		return fail(err)
+	}
+	if _, ok := v["dependency"]; !ok && key != "" {
+		v["dependency"] = key
+	}
+	if dep == "" {
+		return fail(errors.New("field dependency: missing: name the dependency the policy is for"))
 	}
 	js, err := json.Marshal(v)
 	if err != nil {
@@ -140,17 +174,33 @@ func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 	if err != nil {
 		return fail(err)
 	}
-	switch {
-	case key != "" && p.Dependency == "":
-		p.Dependency = key
-	case key != "" && p.Dependency != key:
-		return fail(fmt.Errorf("field dependency: %q under the key %q", p.Dependency, key))
-	case p.Dependency == "":
-		return fail(errors.New("field dependency: missing: name the dependency the policy is for"))
-	}
 	if _, err := p.Options(); err != nil {
-		key = p.Dependency
 		return fail(err)
 	}
 	return p, nil
+}
+
+// fieldPath finds the field an error of retryhttp's is about.
+var fieldPath = regexp.MustCompile(`field ([A-Za-z0-9_.]+): `)
+
+// find is the key node of the field at path in the mapping n, or nil.
+func find(n *yaml.Node, path []string) *yaml.Node {
+	var key *yaml.Node
+	for _, k := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		m := n
+		key, n = nil, nil
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == k {
+				key, n = m.Content[i], m.Content[i+1]
+				break
+			}
+		}
+		if key == nil {
+			return nil
+		}
+	}
+	return key
 }

@@ -29,7 +29,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, s)
 		}
 	}
-	// Retry-After: 1 is waited at least, and at most 20% more (HintSpread).
+	// Retry-After: 1 is waited at least, and at most 20% more.
 	if m := regexp.MustCompile(`failed \(429\), retried after (\S+)`).FindStringSubmatch(s); m == nil {
 		t.Errorf("no retry after the 429:\n%s", s)
 	} else if d, err := time.ParseDuration(m[1]); err != nil || d < time.Second || d > 1200*time.Millisecond {

@@ -17,9 +17,10 @@ require (
 	github.com/retryhttp/retryhttp v0.0.0
 	github.com/stripe/stripe-go/v83 v83.2.1
 	go.uber.org/goleak v1.3.0
-	gopkg.in/yaml.v3 v3.0.1
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require gopkg.in/yaml.v3 v3.0.1 // indirect
 
 require (
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
