@@ -19,7 +19,7 @@ test:
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestLoad10kHeld|TestSimulator' .
+	$(GO) test -count=1 -run 'TestLoad|TestSimulator' -load.full .
 
 demo:
 	$(GO) run ./examples/demo

@@ -117,6 +117,10 @@ func TestNilResponseBody(t *testing.T) {
 // the body, and a Backoff is given its own last value as prev, not the
 // Retry-After that stretched the wait.
 func TestReasonAndBackoffArgs(t *testing.T) {
+	synctest.Test(t, testReasonAndBackoffArgs)
+}
+
+func testReasonAndBackoffArgs(t *testing.T) {
 	var reasons []GiveUpReason
 	m := NewMetrics()
 	tr, _ := testTransport(retrytest.NewScriptTransport(steps(503)...), WithMaxAttempts(1), WithMetrics(m))

@@ -374,7 +374,7 @@ func TestLoad(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	var calls, ended atomic.Int64
 	var wg sync.WaitGroup
-	const goroutines, each = 200, 20
+	goroutines, each := loadSize(200, 50), 20
 	for range goroutines {
 		wg.Add(1)
 		go func() {
@@ -408,7 +408,7 @@ func TestLoad(t *testing.T) {
 	if attempts != requests+retries || int64(attempts) != int64(srv.Count()) {
 		t.Errorf("attempts %v, requests %v + retries %v; server saw %d", attempts, requests, retries, srv.Count())
 	}
-	if calls.Load() != goroutines*each {
+	if calls.Load() != int64(goroutines*each) {
 		t.Errorf("%d calls, want %d", calls.Load(), goroutines*each)
 	}
 }
@@ -437,10 +437,7 @@ func TestLoad10kHeld(t *testing.T) {
 	// would let 10% go; what is measured here is the hold itself.
 	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)), WithoutBudget(),
 		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second}))
-	n := 10000
-	if raceEnabled {
-		n = 1000 // make test runs the 10,000 without the race detector
-	}
+	n := loadSize(10000, 1000) // make test runs the 10,000 without the race detector
 	var wg sync.WaitGroup
 	var ended, ok atomic.Int64
 	var before runtime.MemStats
@@ -570,10 +567,7 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 	})
 	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)),
 		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second, ProbeBackoff: Constant(time.Hour)}))
-	n := 10000
-	if raceEnabled {
-		n = 1000
-	}
+	n := loadSize(10000, 1000)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -26,10 +26,14 @@ import (
 // random option sets and fault scripts, runs 1 to 200 callers over a few
 // hosts in virtual time, and checks the invariants after every run. A
 // failure prints its seed and the command that runs it alone; seeds it
-// found stay in simRegressions.
+// found stay in simRegressions. The seeds are a fixed range, 1 to
+// -sim.runs (300, and 2,000 with -load.full: make test), so that every run
+// checks the same cases and a failure comes back; and -sim.fresh seeds
+// from the clock, logged, so that new cases are still found.
 var (
-	simRuns = flag.Int("sim.runs", 2000, "simulator runs")
-	simSeed = flag.Uint64("sim.seed", 0, "first simulator seed (0: from the clock)")
+	simRuns  = flag.Int("sim.runs", 0, "simulator runs over the fixed seeds (0: 300, or 2,000 with -load.full)")
+	simSeed  = flag.Uint64("sim.seed", 0, "first seed of the fixed range (default 1)")
+	simFresh = flag.Int("sim.fresh", 8, "simulator runs over seeds from the clock")
 )
 
 // simRegressions are seeds that once failed: 10320 left a hedged
@@ -40,17 +44,24 @@ var (
 var simRegressions = []uint64{10320, 1033, 30149, 32267, 1796320411515408814}
 
 func TestSimulator(t *testing.T) {
-	runs := *simRuns
-	if raceEnabled && *simSeed == 0 {
-		runs = max(runs/4, 1) // make test runs the whole draw without the race detector
+	runs, first, fresh := *simRuns, *simSeed, *simFresh
+	if runs == 0 {
+		runs = loadSize(2000, 300)
 	}
-	first := *simSeed
+	var seeds []uint64
 	if first == 0 {
-		first = uint64(time.Now().UnixNano())
+		first = 1
+		seeds = append(seeds, simRegressions...)
+	} else {
+		fresh = 0 // one seed asked for, alone
 	}
-	seeds := append([]uint64(nil), simRegressions...)
 	for i := range runs {
 		seeds = append(seeds, first+uint64(i))
+	}
+	clock := uint64(time.Now().UnixNano())
+	for i := range fresh {
+		seeds = append(seeds, clock+uint64(i))
+		t.Logf("fresh seed %d", clock+uint64(i))
 	}
 	for _, seed := range seeds {
 		var failed bool
