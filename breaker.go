@@ -96,17 +96,13 @@ type BreakerEvent struct {
 	Score int          // the host's health score when it changed (open: the threshold; closed: 0)
 }
 
-// WithRetryBreaker configures the retry breaker, which is on by default
-// with the zero BreakerConfig. While a host is failing, retries to it are
-// held instead of sent: one of them at a time goes out as a probe, and
-// when any attempt to the host succeeds (a probe, a first attempt, or
-// another request's retry), the held retries are released onto a ramp:
-// two more go per answer to a first attempt, and each by its paced turn at
-// the latest, so that a busy process's callers come back as fast as the
-// host answers them, and a fleet's backlogs never as a wave. A retry that nothing releases within its own backoff schedule
-// gives up with its last response. Every retry that leaves the hold is
-// charged to the budget. Each breaker state is per host and per
-// Transport. The rules are in the package documentation, "Admission".
+// WithRetryBreaker configures the retry breaker, on by default with the
+// zero BreakerConfig. While a host is failing, its retries are held, one
+// going as a probe at a time; an answer releases them onto a ramp, so that
+// callers come back as the host answers and a fleet not as a wave. A
+// retry held to its limit gives up with its last response. State is per
+// host and per Transport; the package documentation, "Admission", has
+// the rules.
 func WithRetryBreaker(cfg BreakerConfig) Option {
 	return option("WithRetryBreaker", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }

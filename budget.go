@@ -22,31 +22,18 @@ const (
 	floorSpan = 3
 )
 
-// A Budget caps the retries sent to each destination host (req.URL.Host).
-// A retry may go while the retries of the last 10 s are fewer than ratio ×
-// the first attempts of the last 10 s, or, while the host is not failing,
-// while the retries of the last 3 s are fewer than minPerSecond × 3 s (the
-// floor, so that a client with little traffic can still retry; for a rate
-// under 1/3 a second, over the span that holds one retry, up to 10 s). The
-// floor does not add to the share: a busy client retries at most ratio ×
-// its traffic, and a client that sends one request at a time to a host
-// that always fails sends at most about (1+ratio) × its requests.
-//
-// Every retry that is sent is charged: one sent when its wait ends, one
-// released by the breaker after the host answered, and the breaker's
-// probes. A retry that the budget refuses gives up at once with its last
-// response. A host is failing once 4 of its attempts in a row have failed
-// (each answer takes two off the count) over at least 10ms; while it is,
-// the floor is lent to no one, so that in a long outage a fleet of clients
-// adds at most ratio × its traffic, however many instances it has. A
-// retry that only the floor would allow on a failing host is held by the
-// breaker, if it is on, and charged when the host's next answer releases
-// it.
+// A Budget caps the retries sent to each destination host (req.URL.Host):
+// a retry may go while it fits ratio × the host's first attempts of the
+// last 10 s or, while the host is not failing, the floor of minPerSecond
+// (counted over 3 s), whichever is larger. Every retry that is sent is
+// charged, however it leaves, and one the budget refuses gives up at once
+// with its last response. docs/overload.md gives the model and what it
+// promises.
 //
 // A Budget is safe for concurrent use, and one Budget may be shared by
-// several Transports so that they spend one allowance for as long as any
-// of them uses it. Recording a first attempt costs one atomic operation
-// and no lock. The zero Budget allows no retries at all; use NewBudget.
+// several Transports so that they spend one allowance. Recording a first
+// attempt costs one atomic operation and no lock. The zero Budget allows
+// no retries at all; use NewBudget.
 type Budget struct {
 	ratio     float64
 	perSecond float64

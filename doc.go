@@ -99,8 +99,7 @@
 // logged as "retrying", counted in retryhttp_retries_total and started
 // through [WithAttemptHook]: attempts_total is requests_total plus
 // retries_total plus hedges_total, less the requests FailFast refused. A
-// waiting retry keeps its last response, within [defaultHeldBodyMemory]
-// per Transport.
+// waiting retry keeps its last response, within 4 MiB per Transport.
 //
 // What this promises: retries add at most the budget's share to what a
 // host receives, under overload as in an outage, for a busy client, a

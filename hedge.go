@@ -34,18 +34,12 @@ type HedgeConfig struct {
 }
 
 // WithHedging sends a copy of a first attempt that has not been answered
-// after a delay, and returns the first answer worth returning (a success,
-// or an answer that is not worth retrying); the others are cancelled, and
-// their bodies drained and closed, before RoundTrip returns. Each copy gets
-// its own body (GetBody, or no body) and the same Idempotency-Key. Only
-// requests that may be repeated are hedged (an idempotent method, or a
-// key), only those with no body or a GetBody, and only those that may
-// take more than one attempt (NoRetry and WithMaxAttempts(1) send one
-// copy). Each hedge spends the host's retry budget, and none is sent while
-// the host's breaker is open or retries to it are held. The copies' base
-// calls run on goroutines of their own; everything of the caller's (the
-// attempt hook, WithRetryIf, a panic of the base) runs or surfaces on the
-// goroutine of RoundTrip. The default is no hedging.
+// after a delay, and returns the first answer worth returning; the others
+// are cancelled, drained and closed before RoundTrip returns. Only
+// requests that may be repeated, with no body or a GetBody, and more than
+// one attempt allowed, are hedged. Each hedge spends the host's budget,
+// and none goes while the host's breaker is open or retries are held
+// (docs/overload.md). The default is no hedging.
 func WithHedging(cfg HedgeConfig) Option {
 	return option("WithHedging", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithHedging(%s: %v)", field, v) }

@@ -40,14 +40,11 @@ type AttemptEnd struct {
 }
 
 // WithAttemptHook sets a function called before each attempt with its
-// start; the context it returns is the attempt's (a span in it is the
-// parent of what the base does), and the function it returns, if not nil,
-// is called once with the attempt's end, when the Transport has decided
-// what comes of it. Both must return quickly. They are called on the
-// goroutine of RoundTrip, except for the copies of a hedged attempt
-// (AttemptStart.Hedge, and the first attempt they race), which run on
-// goroutines of their own, at the same time. The default is none; without
-// one, an attempt costs nothing more.
+// start; the context it returns is the attempt's (a span in it parents
+// what the base does), and the function it returns, if not nil, is called
+// once with the attempt's end. Both must return quickly. They run on the
+// goroutine of RoundTrip, but for a hedged attempt's copies, which run
+// concurrently on their own. The default is none, and costs nothing.
 func WithAttemptHook(h func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd))) Option {
 	return option("WithAttemptHook", func(c *config) error {
 		c.attemptHook = h

@@ -1,6 +1,6 @@
 // This file holds the Prometheus metrics: the Metrics collector that users
-// register, and the per-Transport view of it that the retry loop in
-// transport.go records into without allocating.
+// register, and the per-Transport view of it that report.go, attempt.go
+// and the others record into without allocating.
 
 package retryhttp
 

@@ -1,8 +1,9 @@
-// This file holds the options and the one unexported config they resolve
-// into, with every documented default and bound in one place: the
-// constants below, which the breaker's and hedging's options, in
-// breaker.go and hedge.go, take theirs from too. The strategies behind WithBackoff
-// are in backoff.go and the Budget behind WithBudget in budget.go.
+// This file holds the Option types, the options of the retry loop, and the
+// one unexported config they all resolve into, with the defaults and
+// bounds of the options: those defined here, and the breaker's and
+// hedging's (breaker.go, hedge.go). The strategies behind WithBackoff are
+// in backoff.go and the Budget behind WithBudget in budget.go; admission's
+// own constants are in its controllers' files.
 
 package retryhttp
 
@@ -356,23 +357,13 @@ func WithBodyBufferLimit(n int64) Option {
 	})
 }
 
-// WithIdempotencyKeys makes the Transport add an Idempotency-Key header to
-// requests with one of the given methods (POST if none is given; names
-// are taken without regard to case, and one that is not a token is
-// invalid) that carry
-// neither Idempotency-Key nor X-Idempotency-Key. One key is made per call
-// of RoundTrip and sent on every attempt, so the server can recognise a
-// retry; a key the caller set is never replaced. Keys come from NewUUIDKey
-// unless WithKeyGenerator says otherwise. The default injects no keys.
-//
-// A key makes such a request retried, so it is safe only if the server
-// deduplicates keys: it must remember each key and answer a repeat with
-// the first answer instead of acting twice. Stripe, Adyen, PayPal, Square
-// and Checkout.com do, for the endpoints they document; most APIs ignore
-// the header, and for them a key only turns a retry into a duplicate.
-// For requests that are safe to repeat anyway (reads over POST), declare
-// them with Idempotent or WithIdempotentIf instead. It may be given for
-// one request (WithRequestOptions).
+// WithIdempotencyKeys adds an Idempotency-Key (from NewUUIDKey, or
+// WithKeyGenerator) to requests with one of the given methods (POST if
+// none; any case) that carry no key: one key per call of RoundTrip, sent
+// on every attempt, so that the request is retried. Use it only for a
+// server that deduplicates keys (docs/retries.md); declare requests that
+// are safe to repeat anyway with Idempotent or WithIdempotentIf. A method
+// that is not a token is invalid. The default adds no keys.
 func WithIdempotencyKeys(methods ...string) RequestOption {
 	return requestOption("WithIdempotencyKeys", func(c *config) error {
 		if len(methods) == 0 {
@@ -442,14 +433,12 @@ func WithoutBudget() Option {
 	})
 }
 
-// WithLogger makes the Transport log one record per retry sent (at Info)
-// and one per give-up (at Warn), with the Transport's name (WithName),
-// method, host, attempt, maximum attempts, delay, outcome and reason; a
-// Warn when a host's breaker opens and an Info when it closes; and one
-// Warn per layer above that retries too. Header values, URL paths (where
-// some APIs put secrets: a Slack webhook's token, a Telegram bot's key)
-// and query strings are never logged; WithLogRoute adds what you choose.
-// The default logs nothing.
+// WithLogger makes the Transport log each retry sent (Info), each
+// give-up (Warn), each breaker change and each retrying layer above it,
+// with the Transport's name, method, host, attempt, delay, outcome and
+// reason (docs/observability.md). Header values, URL paths and queries,
+// which may carry secrets, are never logged; WithLogRoute adds what you
+// choose. The default logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return option("WithLogger", func(c *config) error {
 		c.logger = l

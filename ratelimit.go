@@ -2,7 +2,8 @@
 // Retry-After (retryafter.go): how long the server asks the client to
 // wait, whether it says to retry at all (x-should-retry), and whether a
 // 403 is a throttle. The wait goes through the same rules as Retry-After
-// (decide.go): capped by WithMaxRetryAfter, never started past a deadline.
+// (decide.go): capped by WithMaxRetryAfter (policy.go), never started
+// past a deadline.
 
 package retryhttp
 

@@ -1,6 +1,7 @@
 // This file reports what the retry loop does: the retryhttp_* metrics
-// (through metrics.go) and the log records, all with one vocabulary: an attempt's outcome ("503", "reset") and a give-up's
-// reason (GiveUpReason).
+// (through metrics.go) and the log records, all with one vocabulary: an
+// attempt's outcome ("503", "reset") and a give-up's reason
+// (GiveUpReason, in errors.go).
 
 package retryhttp
 

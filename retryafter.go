@@ -1,5 +1,5 @@
 // This file parses the Retry-After response header (RFC 9110 section
-// 10.2.3). How the parsed value bounds a wait is decided in transport.go.
+// 10.2.3). How the parsed value bounds a wait is decided in decide.go.
 
 package retryhttp
 

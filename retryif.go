@@ -29,18 +29,11 @@ const (
 
 // WithRetryIf sets a condition that refines, attempt by attempt, what is
 // worth retrying: it may widen the built-in rules (a 403 whose body says
-// "try again") or narrow them (never retry an error of a kind of your
-// own). It never lifts the method gate: a non-idempotent request without an
-// idempotency key that reached the server is not sent again, whatever it
-// says. A request whose context is done is not retried either.
-//
-// f is called on the goroutine of RoundTrip with the attempt's response
-// (nil if it ended in an error) and error. It may read the response body:
-// what it reads is kept, and if the response is returned, the caller reads
-// the whole body from the start (the part f read, from memory, then the
-// rest); if it is retried, the body is drained and closed as usual. f must
-// not close the body. It may be given for one request (WithRequestOptions).
-// The default is none.
+// "try again") or narrow them. It never lifts the method gate, nor retries
+// a request whose context is done. f runs on the goroutine of RoundTrip
+// with the attempt's response (nil on an error) and error; it may read
+// the body, which the caller still reads whole (docs/retries.md), but
+// not close it. The default is none.
 func WithRetryIf(f func(resp *http.Response, err error) Decision) RequestOption {
 	return requestOption("WithRetryIf", func(c *config) error {
 		c.retryIf = f

@@ -3,8 +3,9 @@
 // retrying, decide (decide.go), wait, next attempt. What each step needs is
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
 // ladder), gate.go (admission: the per-host controllers, budget.go and
-// breaker.go, over the host's health, health.go), report.go (metrics, logs,
-// hook), errors.go (reasons and errors), policy.go (options).
+// breaker.go, over the host's health, health.go), report.go (metrics and
+// logs), hook.go (the attempt hook), errors.go (reasons and errors),
+// policy.go (options).
 
 package retryhttp
 

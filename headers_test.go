@@ -1,0 +1,117 @@
+package retryhttp
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Each file's header comment says what the file holds and where the rest
+// is. It stays true as code moves: every file it names exists, and every
+// name of the package's code it mentions (a camel-case identifier:
+// WithBudget, scheduleLength; not Transport, which is also a word) is
+// declared in the file itself or in a file the header names.
+func TestFileHeadersNameTheirOwnCode(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	declared := map[string][]string{} // name: the files that declare it
+	headers := map[string]string{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cg := range f.Comments {
+			if cg.Pos() < f.Package && name != "doc.go" {
+				headers[name] += cg.Text()
+			}
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil { // a method is named with its type
+					declared[d.Name.Name] = append(declared[d.Name.Name], name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						declared[s.Name.Name] = append(declared[s.Name.Name], name)
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							declared[n.Name] = append(declared[n.Name], name)
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(headers) < 20 {
+		t.Fatalf("found %d file headers; the parser missed some", len(headers))
+	}
+	fileRef := regexp.MustCompile(`\b[a-z0-9_]+\.go\b`)
+	ident := regexp.MustCompile(`\b[A-Za-z_][A-Za-z0-9_]*\b`)
+	for name, h := range headers {
+		named := []string{name}
+		for _, ref := range fileRef.FindAllString(h, -1) {
+			if _, err := os.Stat(ref); err != nil {
+				t.Errorf("%s: its header names %s, which does not exist", name, ref)
+			}
+			named = append(named, ref)
+		}
+		for _, id := range ident.FindAllString(h, -1) {
+			in, ok := declared[id]
+			if !ok || !camelCase.MatchString(id) {
+				continue
+			}
+			if !slices.ContainsFunc(in, func(f string) bool { return slices.Contains(named, f) }) {
+				t.Errorf("%s: its header names %s, which is in %v: name that file too, or move the words", name, id, in)
+			}
+		}
+	}
+}
+
+// camelCase matches a name of code, not an English word.
+var camelCase = regexp.MustCompile(`[a-z][A-Z]`)
+
+// Each With option's doc says what it does in at most 80 words; the rest
+// is in docs/, where a user reads on.
+func TestOptionDocsAreShort(t *testing.T) {
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("*.go")
+	seen := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !strings.HasPrefix(fd.Name.Name, "With") || fd.Doc == nil {
+				continue
+			}
+			seen++
+			if n := len(strings.Fields(fd.Doc.Text())); n > 80 {
+				t.Errorf("%s's doc has %d words; at most 80, the rest in docs/", fd.Name.Name, n)
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("found %d With functions with a doc; the parser missed some", seen)
+	}
+}
