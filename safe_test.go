@@ -11,24 +11,27 @@ import (
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
-// A POST declared safe is retried like a GET, and no key is added.
+// A POST declared safe is retried like a GET, and no key is added, not
+// even by a Transport that keys POSTs.
 func TestIdempotentDeclaredPOSTRetried(t *testing.T) {
-	base := retrytest.NewScriptTransport(steps(503)...)
-	tr, _ := testTransport(base)
-	req := newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)).WithContext(Idempotent(context.Background()))
-	resp, err := tr.RoundTrip(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("RoundTrip = %v, %v; want 200 after a retry", resp, err)
-	}
-	resp.Body.Close()
-	at := base.Attempts()
-	if len(at) != 2 || at[1].Header.Get(HeaderIdempotencyKey) != "" || at[1].BodyLength != 7 {
-		t.Errorf("%d attempts (%+v); want 2, the body replayed, no key added", len(at), at)
+	for _, opts := range [][]Option{nil, {WithIdempotencyKeys()}, {WithIdempotencyKeys(), WithIdempotentIf(func(*http.Request) bool { return true })}} {
+		base := retrytest.NewScriptTransport(steps(503)...)
+		tr, _ := testTransport(base, opts...)
+		req := newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)).WithContext(Idempotent(context.Background()))
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("RoundTrip = %v, %v; want 200 after a retry", resp, err)
+		}
+		resp.Body.Close()
+		at := base.Attempts()
+		if len(at) != 2 || at[0].Header.Get(HeaderIdempotencyKey) != "" || at[1].Header.Get(HeaderIdempotencyKey) != "" || at[1].BodyLength != 7 {
+			t.Errorf("%d options: %d attempts (%+v); want 2, the body replayed, no key added", len(opts), len(at), at)
+		}
 	}
 	// The same POST without the declaration is sent once.
-	base = retrytest.NewScriptTransport(steps(503)...)
-	tr, _ = testTransport(base)
-	resp, _ = tr.RoundTrip(newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)))
+	base := retrytest.NewScriptTransport(steps(503)...)
+	tr, _ := testTransport(base)
+	resp, _ := tr.RoundTrip(newRequest(t, "POST", "http://h/query", strings.NewReader(`{"q":1}`)))
 	resp.Body.Close()
 	if base.Count() != 1 {
 		t.Errorf("an undeclared POST was sent %d times", base.Count())
