@@ -74,15 +74,18 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 
 	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))
-	// A request declared safe (Idempotent, WithIdempotentIf) needs no key,
-	// and gets none: its declaration is asked first.
-	declared := !k.keyed && !idempotentMethod(method) && c.declaredSafe != nil && c.declaredSafe(req)
+	// A request declared unsafe (NotIdempotent) is repeated only with a
+	// key, whatever its method. One declared safe (Idempotent,
+	// WithIdempotentIf) needs no key, and gets none: its declaration is
+	// asked first.
+	idem := idempotentMethod(method) && !c.notIdempotent
+	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
 	if !k.keyed && !declared && c.keyMethods.has(method) {
 		k.header = req.Header.Clone()
 		k.header.Set(HeaderIdempotencyKey, c.keyGen())
 		k.keyed = true
 	}
-	k.replayable = k.keyed || declared || idempotentMethod(method)
+	k.replayable = k.keyed || declared || idem
 	k.detectLayered()
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain

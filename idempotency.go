@@ -96,12 +96,30 @@ func (s methodSet) has(method string) bool {
 // completion. It costs a request nothing more than one context lookup.
 func Idempotent(ctx context.Context) context.Context {
 	return WithRequestOptions(ctx, requestOption("Idempotent", func(c *config) error {
-		c.declaredSafe = alwaysSafe
+		c.declaredSafe, c.notIdempotent = alwaysSafe, false
 		return nil
 	}))
 }
 
 func alwaysSafe(*http.Request) bool { return true }
+
+// NotIdempotent returns a context whose requests are declared unsafe to
+// repeat, whatever their method: a PUT that issues a certificate, a DELETE
+// that charges. Such a request is sent again only when it provably never
+// reached the server (its connection failed, or HTTP/2 refused its
+// stream), or when it carries an idempotency key (the caller's, or one
+// that WithIdempotencyKeys adds for its method), since the server then
+// deduplicates it. It overrides Idempotent and WithIdempotentIf.
+func NotIdempotent(ctx context.Context) context.Context {
+	return WithRequestOptions(ctx, notIdempotentOption())
+}
+
+func notIdempotentOption() RequestOption {
+	return requestOption("NotIdempotent", func(c *config) error {
+		c.notIdempotent, c.declaredSafe = true, nil
+		return nil
+	})
+}
 
 // WithIdempotentIf declares which requests are safe to repeat, whatever
 // their method (as Idempotent does for one request): safe is called once
@@ -113,7 +131,7 @@ func WithIdempotentIf(safe func(*http.Request) bool) Option {
 		if safe == nil {
 			return optErr("WithIdempotentIf(nil)", "a function is required")
 		}
-		c.declaredSafe = safe
+		c.declaredSafe, c.notIdempotent = safe, false
 		return nil
 	})
 }

@@ -111,6 +111,7 @@ type config struct {
 	bodyLimit         int64
 	keyMethods        methodSet
 	declaredSafe      func(*http.Request) bool // WithIdempotentIf, Idempotent
+	notIdempotent     bool                     // NotIdempotent: no request is repeated but with a caller's key
 	keyGen            func() string
 	budget            *Budget        // WithBudget
 	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled

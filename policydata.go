@@ -66,11 +66,13 @@ type policyDoc struct {
 // semanticSafety says whether the dependency's requests may be repeated.
 type semanticSafety struct {
 	// Idempotent: true declares every request the policy applies to safe
-	// to repeat, whatever its method (WithIdempotentIf). False declares
-	// nothing: the method and an idempotency key decide (in an operation,
-	// it undoes the dependency's true).
+	// to repeat, whatever its method (WithIdempotentIf). Otherwise, with
+	// SideEffect: true, every request is declared unsafe, whatever its
+	// method (NotIdempotent); with neither, nothing is declared: the
+	// method and an idempotency key decide (in an operation, it undoes
+	// the dependency's declaration).
 	Idempotent *bool `json:"idempotent"`
-	// SideEffect: false with Idempotent: false is a contradiction (a
+	// SideEffect: false without Idempotent: true is a contradiction (a
 	// request without a side effect is idempotent) and is refused.
 	SideEffect *bool `json:"side_effect"`
 	// IdempotencyKeys is WithIdempotencyKeys' methods: [] keys POST, as

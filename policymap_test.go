@@ -25,7 +25,7 @@ var policyFields = []struct{ path, value, option string }{
 	{"fallback.type", `"partial_response"`, ""},
 	{"fallback.user_message", `"later"`, ""},
 	{"semantic_safety.idempotent", `true`, "WithIdempotentIf"},
-	{"semantic_safety.side_effect", `true`, ""}, // checked against idempotent
+	{"semantic_safety.side_effect", `true`, "NotIdempotent"}, // without idempotent: true
 	{"semantic_safety.idempotency_keys", `["POST"]`, "WithIdempotencyKeys"},
 	{"semantic_safety.idempotent_requests", `["POST /q"]`, "WithIdempotentIf"},
 	{"time_budget.caller_deadline_ms", `800`, "WithMaxElapsed"},
@@ -63,6 +63,7 @@ var goOnly = map[string]string{
 	"WithKeyGenerator":   "takes a function",
 	"WithRequestOptions": "carries options in a context",
 	"Idempotent":         "declares one request, in its context",
+	"NotIdempotent":      "declares one request, in its context",
 	"NoRetry":            "one request, in its context",
 }
 

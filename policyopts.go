@@ -244,6 +244,11 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	}
 	var fos []fieldOption
 	switch {
+	case !idempotent && s.SideEffect != nil && *s.SideEffect:
+		if len(s.IdempotentRequests) > 0 {
+			return nil, fieldErr("semantic_safety.idempotent_requests", "declares requests safe, but side_effect: true without idempotent: true declares every request unsafe: keep one")
+		}
+		fos = append(fos, fieldOption{"semantic_safety.side_effect", notIdempotentOption()})
 	case idempotent:
 		fos = append(fos, fieldOption{"semantic_safety.idempotent", WithIdempotentIf(alwaysSafe)})
 	case len(s.IdempotentRequests) > 0:
@@ -257,7 +262,7 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 		// dependency's declaration: its idempotent: false under the
 		// dependency's true.
 		fos = append(fos, fieldOption{"semantic_safety.idempotent", option("WithIdempotentIf", func(c *config) error {
-			c.declaredSafe = nil
+			c.declaredSafe, c.notIdempotent = nil, false
 			return nil
 		})})
 	}

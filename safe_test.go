@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -123,5 +125,71 @@ func TestLayeredAdviceForUnretriedPOST(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(logs.String(), "Idempotent(ctx)") {
 		t.Errorf("advice for an unretried POST does not say how to declare it: %s", logs.String())
+	}
+}
+
+// A request declared unsafe is sent again only when it provably never
+// reached the server, or carries a key: a PUT that issues a certificate
+// reaches the server once, whatever its method says.
+func TestNotIdempotent(t *testing.T) {
+	dialErr := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
+	for _, tt := range []struct {
+		name   string
+		method string
+		ctx    func(context.Context) context.Context
+		policy string
+		key    bool
+		script []retrytest.Step
+		want   int
+	}{
+		{"PUT, NotIdempotent, 502", "PUT", NotIdempotent, "", false, steps(502), 1},
+		{"PUT, NotIdempotent, refused connection", "PUT", NotIdempotent, "", false, []retrytest.Step{fail(dialErr)}, 2},
+		{"PUT, NotIdempotent over Idempotent, 502", "PUT", func(ctx context.Context) context.Context { return NotIdempotent(Idempotent(ctx)) }, "", false, steps(502), 1},
+		{"GET, NotIdempotent, 503", "GET", NotIdempotent, "", false, steps(503), 1},
+		{"PUT, NotIdempotent, a key of the caller's, 502", "PUT", NotIdempotent, "", true, steps(502), 2},
+		{"PUT, the policy says side_effect, 502", "PUT", nil, `{"semantic_safety": {"idempotent": false, "side_effect": true}}`, false, steps(502), 1},
+		{"PUT, undeclared, 502", "PUT", nil, "", false, steps(502), 2},
+	} {
+		base := retrytest.NewScriptTransport(tt.script...)
+		var opts []Option
+		if tt.policy != "" {
+			popts, err := mustPolicy(t, tt.policy).Options()
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = popts
+		}
+		tr, _ := testTransport(base, opts...)
+		req := newRequest(t, tt.method, "http://vault/v1/pki/issue/web", strings.NewReader(`{"common_name":"a"}`))
+		if tt.ctx != nil {
+			req = req.WithContext(tt.ctx(context.Background()))
+		}
+		if tt.key {
+			req.Header.Set(HeaderIdempotencyKey, "k1")
+		}
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if base.Count() != tt.want {
+			t.Errorf("%s: %d attempts, want %d", tt.name, base.Count(), tt.want)
+		}
+	}
+}
+
+// A dependency whose requests have side effects keeps its keys: a POST
+// keyed by WithIdempotencyKeys is still retried, since the server
+// deduplicates it.
+func TestSideEffectWithKeys(t *testing.T) {
+	opts, err := mustPolicy(t, `{"semantic_safety": {"idempotent": false, "side_effect": true, "idempotency_keys": ["POST"]}}`).Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := retrytest.NewScriptTransport(steps(503)...)
+	tr, _ := testTransport(base, opts...)
+	resp, _ := tr.RoundTrip(newRequest(t, "POST", "http://pay/charges", strings.NewReader("x")))
+	resp.Body.Close()
+	if at := base.Attempts(); len(at) != 2 || at[1].Header.Get(HeaderIdempotencyKey) == "" {
+		t.Errorf("%d attempts, want a keyed retry", len(at))
 	}
 }

@@ -222,6 +222,7 @@ type simCaller struct {
 	method      string
 	keyed       bool
 	declared    bool          // Idempotent(ctx)
+	unsafe      bool          // NotIdempotent(ctx): a PUT reaches the server once
 	safeHeader  bool          // X-Safe: 1, which the Transport's WithIdempotentIf declares safe, if drawn
 	at          time.Duration // start (after follows ends, if set: the think time)
 	follows     int           // a closed loop: starts when caller follows-1 has ended; 0: open loop
@@ -436,6 +437,8 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 			c.method, c.declared = "POST", true
 		case 3:
 			c.method, c.safeHeader = "POST", true
+		case 4:
+			c.method, c.unsafe = "PUT", true
 		}
 		if r.IntN(3) == 0 {
 			c.deadline = time.Duration(50+r.IntN(3000)) * time.Millisecond
@@ -668,11 +671,14 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	if c.declared {
 		ctx = Idempotent(ctx)
 	}
+	if c.unsafe {
+		ctx = NotIdempotent(ctx)
+	}
 	if c.maxAttempts > 0 {
 		ctx = WithRequestOptions(ctx, WithMaxAttempts(c.maxAttempts))
 	}
 	var body io.Reader
-	if c.method == "POST" {
+	if c.method == "POST" || c.method == "PUT" {
 		body = strings.NewReader("payload")
 		if c.streamed {
 			body = struct{ io.Reader }{body} // http.NewRequest sets no GetBody for it
@@ -759,6 +765,9 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if c.method == "POST" && !c.keyed && !declared && reached > 1 {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, reached)
+		}
+		if c.unsafe && reached > 1 {
+			fail("caller %s: a PUT declared NotIdempotent reached the server %d times", c.id, reached)
 		}
 		at := o.start
 		for j, a := range sent {
@@ -850,7 +859,7 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 // refusals, the server's x-should-retry: false) may cost it its success.
 func (s *simulation) mustSucceed(c simCaller, limit int, declared bool) bool {
 	f := &s.faults
-	retryable := c.method == "GET" || c.keyed || declared
+	retryable := (c.method == "GET" || c.keyed || declared) && !c.unsafe
 	return f.failOnce && limit-s.hedge >= 2 && retryable && !(c.streamed && s.noBuffer) &&
 		c.deadline == 0 && !(c.op && s.op.elapsed > 0) && !s.huge &&
 		s.noBudget && !s.failFast && !s.final503 && f.shouldRetry != "false" &&
