@@ -8,8 +8,11 @@
 package retryhttp
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -38,53 +41,90 @@ func spread(d time.Duration) time.Duration {
 // specific signal it carries, in this order:
 //
 //  1. retry-after-ms: milliseconds (OpenAI, Anthropic);
-//  2. Retry-After: seconds or an HTTP-date (RFC 9110);
-//  3. RateLimit: the IETF field (draft-ietf-httpapi-ratelimit-headers),
-//     when it says r=0 (no requests left): wait t seconds; the older form
-//     "remaining=0, reset=N" too;
-//  4. RateLimit-Reset, with RateLimit-Remaining: 0: seconds;
-//  5. X-RateLimit-Reset, with X-RateLimit-Remaining: 0: a Unix time in
-//     seconds (GitHub), or seconds when it is small;
-//  6. x-ratelimit-reset-requests or -tokens, with the matching
+//  2. x-amz-retry-after: milliseconds (the AWS SDKs);
+//  3. Retry-After: seconds or an HTTP-date (RFC 9110);
+//  4. RateLimit: the IETF field (draft-ietf-httpapi-ratelimit-headers),
+//     on one line or several, when an item says r=0 (no requests left):
+//     wait its t seconds; the older form "remaining=0, reset=N" too;
+//  5. RateLimit-Reset, with RateLimit-Remaining: 0, and
+//  6. X-RateLimit-Reset, with X-RateLimit-Remaining: 0: a Unix time in
+//     seconds (GitHub, GitLab) when it is not before yesterday, else
+//     seconds from now;
+//  7. x-ratelimit-reset-requests or -tokens, with the matching
 //     x-ratelimit-remaining-requests or -tokens at 0: a Go-style duration,
-//     "6m0s", "20ms" (OpenAI); the longer of the two.
+//     "6m0s", "20ms" (OpenAI); the longer of the two;
+//  8. anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-reset,
+//     an RFC 3339 time, for each kind whose remaining count is 0 or not
+//     given (Anthropic); the latest.
 //
-// Malformed values are ignored. ok is false when none applies.
+// Malformed values are ignored. A value too large to represent is the
+// longest wait there is (it exceeds any WithMaxRetryAfter, so that the
+// response comes back at once), never no hint. ok is false when none
+// applies.
 func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 	if len(h) == 0 {
 		return 0, false
 	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+	for _, name := range [...]string{"Retry-After-Ms", "X-Amz-Retry-After"} {
+		if d, ok := hintMillis(h.Get(name)); ok {
+			return d, true
 		}
 	}
 	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		return d, true
 	}
-	if d, ok := ietfRateLimit(h.Get("RateLimit")); ok {
-		return d, true
-	}
-	if zero(h.Get("RateLimit-Remaining")) {
-		if d, ok := seconds(h.Get("RateLimit-Reset")); ok {
+	if v := h.Values("Ratelimit"); len(v) > 0 {
+		if d, ok := ietfRateLimit(strings.Join(v, ",")); ok {
 			return d, true
 		}
 	}
-	if zero(h.Get("X-RateLimit-Remaining")) {
-		if d, ok := resetAt(h.Get("X-RateLimit-Reset"), now); ok {
-			return d, true
+	for _, family := range [...]string{"Ratelimit", "X-Ratelimit"} {
+		if zero(h.Get(family + "-Remaining")) {
+			if d, ok := resetAt(h.Get(family+"-Reset"), now); ok {
+				return d, true
+			}
 		}
 	}
 	var wait time.Duration
 	var found bool
 	for _, kind := range [...]string{"requests", "tokens"} {
 		if zero(h.Get("X-Ratelimit-Remaining-" + kind)) {
-			if d, err := time.ParseDuration(strings.TrimSpace(h.Get("X-Ratelimit-Reset-" + kind))); err == nil && d >= 0 {
+			if d, ok := goDuration(h.Get("X-Ratelimit-Reset-" + kind)); ok {
 				wait, found = max(wait, d), true
 			}
 		}
 	}
+	if found {
+		return wait, true
+	}
+	for _, kind := range [...]string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		reset := h.Get("Anthropic-Ratelimit-" + kind + "-Reset")
+		if left := h.Get("Anthropic-Ratelimit-" + kind + "-Remaining"); reset == "" || (left != "" && !zero(left)) {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(reset)); err == nil {
+			wait, found = max(wait, min(max(t.Sub(now), 0), maxHint)), true
+		}
+	}
 	return wait, found
+}
+
+// maxHint is the longest wait a hint can ask for: 2^32 seconds, far beyond
+// any WithMaxRetryAfter, so that a larger value still means "longer than
+// we will wait".
+const maxHint = maxRetryAfterSeconds * time.Second
+
+// hintMillis parses a non-negative count of milliseconds, fractions allowed;
+// one too large to represent is maxHint.
+func hintMillis(v string) (time.Duration, bool) {
+	ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || ms < 0 || math.IsNaN(ms) {
+		return 0, false
+	}
+	if ms >= float64(maxHint/time.Millisecond) {
+		return maxHint, true
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true
 }
 
 // zero reports whether a remaining count is 0.
@@ -93,27 +133,64 @@ func zero(v string) bool {
 	return v != "" && strings.Trim(v, "0") == ""
 }
 
-// seconds parses a non-negative count of seconds.
+// count parses a non-negative whole number, saturating at 2^32 (a value
+// of any length, such as 10^20, is read as that bound, not refused).
+func count(v string) (int64, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n < 1<<40 {
+			n = n*10 + int64(c-'0')
+		}
+	}
+	return n, true
+}
+
+// seconds parses a non-negative count of seconds, saturating at maxHint.
 func seconds(v string) (time.Duration, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 0 {
+	n, ok := count(v)
+	if !ok {
 		return 0, false
 	}
 	return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second, true
 }
 
-// resetAt parses X-RateLimit-Reset: a Unix time in seconds, or seconds
-// from now when it is too small to be one (before 2001).
+// resetAt parses a reset field: a Unix time in seconds when it is not
+// before yesterday (GitHub's X-RateLimit-Reset, GitLab's RateLimit-Reset),
+// else seconds from now (the IETF draft's). A Unix time in the past is 0.
 func resetAt(v string, now time.Time) (time.Duration, bool) {
-	d, ok := seconds(v)
+	n, ok := count(v)
 	if !ok {
 		return 0, false
 	}
-	if n := int64(d / time.Second); n > 1e9 {
-		return max(time.Unix(n, 0).Sub(now), 0), true
+	if n >= now.Unix()-24*60*60 && n < 1<<40 {
+		return min(max(time.Unix(n, 0).Sub(now), 0), maxHint), true
 	}
-	return d, true
+	return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second, true
 }
+
+// goDuration parses a Go-style duration ("6m0s", "20ms"); one too large to
+// represent ("9999999h") is maxHint.
+func goDuration(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	d, err := time.ParseDuration(v)
+	switch {
+	case err == nil && d >= 0:
+		return min(d, maxHint), true
+	case err != nil && durationSyntax.MatchString(v):
+		return maxHint, true // well formed: too large for a time.Duration
+	}
+	return 0, false
+}
+
+var durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`)
 
 // ietfRateLimit reads the IETF RateLimit field: a list of items such as
 // "default";r=0;t=30 (draft 7 and later), or the older
@@ -163,8 +240,10 @@ func shouldRetry(h http.Header) (retry, said bool) {
 	return false, false
 }
 
-// throttled reports whether a 403 is a throttle: GitHub sends its rate
-// limits as 403 with X-RateLimit-Remaining: 0. A plain 403 is final.
+// throttled reports whether a 403 is a throttle: GitHub sends its primary
+// rate limit as 403 with X-RateLimit-Remaining: 0, and its secondary rate
+// limit as 403 with Retry-After (and requests remaining). A plain 403 is
+// final.
 func throttled(code int, h http.Header) bool {
-	return code == http.StatusForbidden && zero(h.Get("X-RateLimit-Remaining"))
+	return code == http.StatusForbidden && (zero(h.Get("X-RateLimit-Remaining")) || h.Get("Retry-After") != "")
 }

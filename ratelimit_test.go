@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -44,6 +45,23 @@ func TestRateLimitWait(t *testing.T) {
 			"X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1.5s"), 1500 * time.Millisecond, true},
 		{"OpenAI, some left", h("X-Ratelimit-Remaining-Tokens", "10", "X-Ratelimit-Reset-Tokens", "1s"), 0, false},
 		{"malformed ignored", h("retry-after-ms", "soon", "Retry-After", "-1", "RateLimit", "r=x;t=y"), 0, false},
+		{"x-amz-retry-after", h("x-amz-retry-after", "2500"), 2500 * time.Millisecond, true},
+		{"RateLimit-Reset, Unix time (GitLab)", h("RateLimit-Remaining", "0", "RateLimit-Reset", strconv.FormatInt(now.Unix()+42, 10)), 42 * time.Second, true},
+		{"RateLimit on two lines", http.Header{"Ratelimit": {`"a";r=3;t=1`, `"b";r=0;t=9`}}, 9 * time.Second, true},
+		{"Anthropic reset, requests", h("anthropic-ratelimit-requests-remaining", "0",
+			"anthropic-ratelimit-requests-reset", now.Add(3*time.Second).UTC().Format(time.RFC3339)), 3 * time.Second, true},
+		{"Anthropic reset, remaining not given", h("anthropic-ratelimit-tokens-reset", now.Add(5*time.Second).UTC().Format(time.RFC3339)), 5 * time.Second, true},
+		{"Anthropic reset, the latest exhausted", h("anthropic-ratelimit-requests-remaining", "10",
+			"anthropic-ratelimit-requests-reset", now.Add(50*time.Second).UTC().Format(time.RFC3339),
+			"anthropic-ratelimit-input-tokens-remaining", "0",
+			"anthropic-ratelimit-input-tokens-reset", now.Add(4*time.Second).UTC().Format(time.RFC3339)), 4 * time.Second, true},
+		// Too large to represent: the longest wait, never no hint.
+		{"retry-after-ms, 10^12", h("retry-after-ms", "1000000000000"), 1e12 * time.Millisecond, true},
+		{"retry-after-ms, beyond float64", h("retry-after-ms", "1"+strings.Repeat("0", 400)), maxHint, true},
+		{"X-RateLimit-Reset, 10^20", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "100000000000000000000"), maxHint, true},
+		{"RateLimit t, 10^20", h("RateLimit", `"d";r=0;t=100000000000000000000`), maxHint, true},
+		{"OpenAI, 9999999h", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999h"), maxHint, true},
+		{"OpenAI, malformed", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999 hours"), 0, false},
 		{"none", h(), 0, false},
 	}
 	for _, tt := range tests {
@@ -69,6 +87,8 @@ func TestShouldRetryAndThrottles(t *testing.T) {
 		{"400, x-should-retry: true, bare POST", "POST", retrytest.Reply{Status: 400, Header: http.Header{"X-Should-Retry": {"true"}}}, 1},
 		{"403 throttle", "GET", retrytest.Reply{Status: 403, Header: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1"}}}, 2},
 		{"plain 403", "GET", retrytest.Reply{Status: 403}, 1},
+		// GitHub's secondary rate limit: 403, Retry-After, requests left.
+		{"403 secondary limit", "GET", retrytest.Reply{Status: 403, Header: http.Header{"Retry-After": {"1"}, "X-Ratelimit-Remaining": {"4999"}}}, 2},
 	} {
 		base := retrytest.NewScriptTransport(retrytest.Step{Reply: tt.reply})
 		tr, _ := testTransport(base)
@@ -131,7 +151,8 @@ func TestHintSpread(t *testing.T) {
 }
 
 func FuzzRateLimitWait(f *testing.F) {
-	for _, s := range []string{"1500", "0", `"d";r=0;t=5`, "remaining=0, reset=3", "6m0s", "-1", "1e400", "\x00"} {
+	for _, s := range []string{"1500", "0", `"d";r=0;t=5`, "remaining=0, reset=3", "6m0s", "-1", "1e400", "\x00",
+		"1000000000000", "100000000000000000000", "9999999h", "2026-12-04T10:00:00Z", "1700000042", "NaN"} {
 		f.Add(s, s)
 	}
 	now := time.Unix(1_700_000_000, 0)
@@ -142,8 +163,10 @@ func FuzzRateLimitWait(f *testing.F) {
 			{"Ratelimit-Remaining": {a}, "Ratelimit-Reset": {b}},
 			{"X-Ratelimit-Remaining": {a}, "X-Ratelimit-Reset": {b}},
 			{"X-Ratelimit-Remaining-Tokens": {a}, "X-Ratelimit-Reset-Tokens": {b}},
+			{"X-Amz-Retry-After": {a}, "Ratelimit": {a, b}},
+			{"Anthropic-Ratelimit-Tokens-Remaining": {a}, "Anthropic-Ratelimit-Tokens-Reset": {b}},
 		} {
-			if d, ok := rateLimitWait(h, now); d < 0 || (!ok && d != 0) {
+			if d, ok := rateLimitWait(h, now); d < 0 || d > maxHint || (!ok && d != 0) {
 				t.Fatalf("rateLimitWait(%v) = %v, %v", h, d, ok)
 			}
 		}
@@ -151,4 +174,33 @@ func FuzzRateLimitWait(f *testing.F) {
 			t.Fatalf("spread went below the hint")
 		}
 	})
+}
+
+// A hint too large to represent, or longer than WithMaxRetryAfter, returns
+// the response at once: it is never read as no hint, which would retry at
+// once.
+func TestHugeHintsReturnAtOnce(t *testing.T) {
+	for _, hd := range []http.Header{
+		{"Retry-After-Ms": {"1000000000000"}},
+		{"Retry-After-Ms": {"1" + strings.Repeat("0", 400)}},
+		{"X-Amz-Retry-After": {"99999999999999999999"}},
+		{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"100000000000000000000"}},
+		{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"100000000000000000000"}},
+		{"X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Requests": {"9999999h"}},
+		{"Anthropic-Ratelimit-Requests-Remaining": {"0"}, "Anthropic-Ratelimit-Requests-Reset": {"2999-01-01T00:00:00Z"}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Status: 429, Header: hd}})
+			tr, _ := testTransport(base)
+			start := time.Now()
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if base.Count() != 1 || resp.StatusCode != 429 || time.Since(start) != 0 {
+				t.Errorf("%v: %d attempts, %d after %v; want the 429 at once", hd, base.Count(), resp.StatusCode, time.Since(start))
+			}
+		})
+	}
 }

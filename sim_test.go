@@ -238,7 +238,7 @@ type simFaults struct {
 	hangs       map[string]int // a request's n-th attempt hangs until its context ends
 	panics      map[string]int // a request's n-th attempt panics
 	ra          string         // the wait on 503s, in seconds
-	raKind      int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*
+	raKind      int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*, x-amz-retry-after, RateLimit on two lines, RateLimit-Reset as a Unix time, Anthropic's reset, GitHub's 403
 	shouldRetry string         // x-should-retry on every answer, if not ""
 	outageOnly  bool
 	// failOnce: every request's first attempt fails and nothing else
@@ -329,7 +329,7 @@ func drawSim(seed uint64) *simulation {
 	}
 	if r.IntN(4) == 0 {
 		s.faults.ra = strconv.Itoa(r.IntN(3))
-		s.faults.raKind = r.IntN(4)
+		s.faults.raKind = r.IntN(9)
 		s.desc = append(s.desc, fmt.Sprintf("hint=%ss(kind %d)", s.faults.ra, s.faults.raKind))
 	}
 	if r.IntN(3) == 0 {
@@ -547,6 +547,8 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		code = 503
 		if f.ra != "" {
 			ra, _ := strconv.Atoi(f.ra)
+			wait := time.Duration(ra) * time.Second
+			now := time.Now()
 			switch f.raKind {
 			case 0:
 				h.Set("Retry-After", f.ra)
@@ -554,12 +556,34 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 				h.Set("Retry-After-Ms", strconv.Itoa(ra*1000))
 			case 2:
 				h.Set("RateLimit", `"default";r=0;t=`+f.ra)
-			default:
+			case 3:
 				h.Set("X-RateLimit-Remaining", "0")
 				h.Set("X-RateLimit-Reset", f.ra)
+			case 4:
+				h.Set("X-Amz-Retry-After", strconv.Itoa(ra*1000))
+			case 5:
+				h.Add("RateLimit", `"other";r=5;t=60`)
+				h.Add("RateLimit", `"default";r=0;t=`+f.ra)
+			case 6: // a Unix time, whole seconds: the wait is what is left of it
+				reset := now.Add(wait).Unix()
+				h.Set("RateLimit-Remaining", "0")
+				h.Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+				wait = max(time.Unix(reset, 0).Sub(now), 0)
+			case 7:
+				reset := now.Add(wait).UTC().Format(time.RFC3339)
+				h.Set("Anthropic-Ratelimit-Requests-Remaining", "0")
+				h.Set("Anthropic-Ratelimit-Requests-Reset", reset)
+				at, _ := time.Parse(time.RFC3339, reset)
+				wait = max(at.Sub(now), 0)
+			default: // GitHub's secondary rate limit, unless 503 is final
+				h.Set("Retry-After", f.ra)
+				h.Set("X-RateLimit-Remaining", "4999")
+				if !b.s.final503 {
+					code = 403
+				}
 			}
 			b.mu.Lock()
-			b.sent[id][n-1].ra = time.Duration(ra) * time.Second
+			b.sent[id][n-1].ra = wait
 			b.mu.Unlock()
 		}
 	} else {
