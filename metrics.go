@@ -26,6 +26,8 @@ import (
 //	retryhttp_layered_retries_total{name,source}  requests that arrived as retries of a layer above
 //	retryhttp_hedges_total{name}              hedged copies sent (WithHedging)
 //	retryhttp_hedges_won_total{name}          hedged copies whose answer was returned
+//	retryhttp_breaker_open_hosts{name}        hosts whose retry breaker is open now
+//	retryhttp_breaker_transitions_total{name,state}  breaker transitions, by the state entered
 //
 // Error classes are timeout, canceled, refused (a connection refused, or an
 // HTTP/2 stream refused or beyond a GOAWAY), reset, eof and error; a

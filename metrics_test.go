@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,4 +224,27 @@ var _ = http.MethodGet
 
 func testutilCounter(m *Metrics, r GiveUpReason) float64 {
 	return testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r)))
+}
+
+// The doc of Metrics names every family it collects.
+func TestMetricsDocNamesEveryFamily(t *testing.T) {
+	ch := make(chan *prometheus.Desc, 32)
+	NewMetrics().Describe(ch)
+	close(ch)
+	src, err := os.ReadFile("metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src[strings.Index(string(src), "// Metrics holds"):strings.Index(string(src), "type Metrics struct")])
+	n := 0
+	for d := range ch {
+		n++
+		name := regexp.MustCompile(`fqName: "([a-z_]+)"`).FindStringSubmatch(d.String())
+		if name == nil || !strings.Contains(doc, "//\t"+name[1]+"{") {
+			t.Errorf("the doc of Metrics does not name %v", d)
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d families described", n)
+	}
 }

@@ -163,7 +163,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	case c.needMetrics && c.metricsSrc == nil:
 		errs = append(errs, optErr("observability.emit_attempt_metric", "true, but there is no Metrics to record into: add WithMetrics to the options"))
 	case c.needHook && c.attemptHook == nil:
-		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook, say) to the options"))
+		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook(otelretry.Config{}), say) to the options"))
 	case c.dialTimeout > 0 && c.base != nil:
 		errs = append(errs, optErr("WithDialTimeout (a policy's time_budget.connect_timeout_ms)", "sets the dial timeout of the base that New builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer"))
 	}

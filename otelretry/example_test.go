@@ -37,12 +37,12 @@ func ExampleNew() {
 	fmt.Println(root.Name(), show(root, "retryhttp.attempts", "http.response.status_code"))
 	for _, s := range spans[:len(spans)-1] {
 		fmt.Println("└─", s.Name(), show(s, "retry.attempt", "http.request.resend_count",
-			"retry.delay_ms", "downstream.service", "retryhttp.outcome", "retryhttp.next_delay"))
+			"retry.delay_ms", "downstream.service", "retryhttp.outcome", "retryhttp.next_delay_ms"))
 	}
 	// Output:
 	// retryhttp GET retryhttp.attempts=3 http.response.status_code=200
-	// └─ GET retry.attempt=1 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay=0.01
-	// └─ GET retry.attempt=2 http.request.resend_count=1 retry.delay_ms=10 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay=0.01
+	// └─ GET retry.attempt=1 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay_ms=10
+	// └─ GET retry.attempt=2 http.request.resend_count=1 retry.delay_ms=10 downstream.service=default retryhttp.outcome=503 retryhttp.next_delay_ms=10
 	// └─ GET retry.attempt=3 http.request.resend_count=2 retry.delay_ms=10 downstream.service=default retryhttp.outcome=200
 }
 

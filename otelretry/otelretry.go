@@ -7,6 +7,11 @@
 //
 //	client := &http.Client{Transport: otelretry.New(nil, otelretry.Config{})}
 //
+// Where retryhttp's Transports are made by someone else (a policy's
+// Policies.Transports, an SDK's constructor), Hook gives the attempt spans
+// alone, as an option: each attempt's span is then a child of the
+// caller's span.
+//
 // It is a module of its own, so that retryhttp never requires
 // OpenTelemetry. It is built on retryhttp.WithAttemptHook.
 //
@@ -39,7 +44,10 @@ import (
 // The retry attributes, beside the HTTP semantic conventions. The names
 // of the design's retry attributes come first (retry.*, downstream.*,
 // error.retryable: the ones a team's trace queries use); those with no
-// counterpart there are retryhttp.*.
+// counterpart there are retryhttp.*. Waits are in milliseconds, as the
+// design's retry.delay_ms is. error.type on a request's span and on its
+// attempts' spans speaks one vocabulary: the outcome ("503", "reset",
+// "refused", "timeout"), or circuit_open.
 const (
 	AttrAttempt     = attribute.Key("retry.attempt")            // the attempt's number, 1 for the first
 	AttrMaxAttempts = attribute.Key("retry.max_attempts")       // WithMaxAttempts
@@ -47,7 +55,7 @@ const (
 	AttrDownstream  = attribute.Key("downstream.service")       // the Transport's name (WithName)
 	AttrRetryable   = attribute.Key("error.retryable")          // the outcome was worth retrying
 	AttrOutcome     = attribute.Key("retryhttp.outcome")        // "503", "reset", ...
-	AttrNextDelay   = attribute.Key("retryhttp.next_delay")     // seconds to wait before the next attempt, if retried
+	AttrNextDelay   = attribute.Key("retryhttp.next_delay_ms")  // milliseconds to wait before the next attempt, if retried
 	AttrGiveUp      = attribute.Key("retryhttp.give_up_reason") // why a retryable outcome was not retried
 	AttrAttempts    = attribute.Key("retryhttp.attempts")       // on the request's span: attempts sent
 	AttrHedge       = attribute.Key("retryhttp.hedge")          // a hedged copy of the first attempt (WithHedging)
@@ -82,10 +90,28 @@ func New(base http.RoundTripper, cfg Config, opts ...retryhttp.Option) http.Roun
 	return t
 }
 
+// Hook returns the option that traces each attempt of a Transport made
+// elsewhere (by Policies.Transports, say): a client span per attempt,
+// child of the span in the request's context, whose trace context goes in
+// the attempt's headers. It is what a policy's trace_attempts: true asks
+// for. New gives the request its own span too; Hook does not.
+func Hook(cfg Config) retryhttp.Option {
+	tp, prop := cfg.TracerProvider, cfg.Propagators
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if prop == nil {
+		prop = otel.GetTextMapPropagator()
+	}
+	t := &transport{tracer: tp.Tracer(scope), prop: prop, alone: true}
+	return retryhttp.WithAttemptHook(t.attempt)
+}
+
 type transport struct {
 	next   *retryhttp.Transport
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	alone  bool // Hook's: attempts without a request span of their own
 }
 
 // Unwrap returns the retryhttp Transport.
@@ -102,6 +128,7 @@ type state struct {
 	mu       sync.Mutex
 	attempts int
 	giveUp   retryhttp.GiveUpReason
+	outcome  string // the last attempt's, for the request's error.type
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -117,7 +144,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx = context.WithValue(ctx, stateKey{}, st)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	st.mu.Lock()
-	attempts, giveUp := st.attempts, st.giveUp
+	attempts, giveUp, outcome := st.attempts, st.giveUp, st.outcome
 	st.mu.Unlock()
 	span.SetAttributes(AttrAttempts.Int(attempts))
 	var re *retryhttp.Error
@@ -129,7 +156,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case err != nil:
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err, outcome)))
 		span.SetStatus(codes.Error, err.Error())
 	default:
 		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
@@ -146,25 +173,31 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // trace context goes in the attempt's headers.
 func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (context.Context, func(retryhttp.AttemptEnd)) {
 	st, _ := ctx.Value(stateKey{}).(*state)
-	if st == nil {
+	if st == nil && !t.alone {
 		// Not sampled: propagate the request's context, make no span.
 		t.prop.Inject(ctx, propagation.HeaderCarrier(a.Header))
 		return ctx, nil
 	}
-	st.mu.Lock()
-	st.attempts = max(st.attempts, a.Attempt)
-	st.mu.Unlock()
+	if st != nil {
+		st.mu.Lock()
+		st.attempts = max(st.attempts, a.Attempt)
+		st.mu.Unlock()
+	}
 	attrs := append(requestAttrs(a.Request),
 		AttrAttempt.Int(a.Attempt), AttrMaxAttempts.Int(a.MaxAttempts), AttrDownstream.String(a.Name))
 	if a.Hedge {
 		attrs = append(attrs, AttrHedge.Bool(true))
 	}
 	if a.Attempt > 1 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(float64(a.Delay)/float64(time.Millisecond)))
+		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(ms(a.Delay)))
 	}
 	ctx, span := t.tracer.Start(ctx, method(a.Request),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	t.prop.Inject(ctx, propagation.HeaderCarrier(a.Header))
+	if !span.IsRecording() {
+		span.End() // not sampled (Hook's): the context is propagated
+		return ctx, nil
+	}
 	// net/http gets a connection for each time it sends the request: more
 	// than one is a resend of its own. Composed with any trace already set.
 	conns := new(atomic.Int32)
@@ -184,12 +217,19 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 			span.SetStatus(codes.Error, "")
 		}
 		if e.Retried {
-			span.SetAttributes(AttrNextDelay.Float64(e.NextDelay.Seconds()))
+			span.SetAttributes(AttrNextDelay.Float64(ms(e.NextDelay)))
 		}
 		if e.GiveUp != "" {
 			span.SetAttributes(AttrGiveUp.String(string(e.GiveUp)))
+		}
+		if st != nil {
 			st.mu.Lock()
-			st.giveUp = e.GiveUp
+			if e.GiveUp != "" {
+				st.giveUp = e.GiveUp
+			}
+			if e.Outcome != "" && !a.Hedge {
+				st.outcome = e.Outcome
+			}
 			st.mu.Unlock()
 		}
 		// The hook of a retried attempt is called after the retry's wait:
@@ -220,18 +260,25 @@ func requestAttrs(r *http.Request) []attribute.KeyValue {
 	return attrs
 }
 
-// errorType is a low-cardinality kind for an error: the give-up's cause
-// class where retryhttp said it, else the error's type.
-func errorType(err error) string {
+// errorType is the request's error.type, in the attempts' vocabulary: the
+// last attempt's outcome ("refused", "reset", "timeout"), circuit_open
+// when FailFast sent nothing, and for an error no attempt ended with, its
+// class.
+func errorType(err error, lastOutcome string) string {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, retryhttp.ErrCircuitOpen):
+		return "circuit_open"
+	case lastOutcome != "" && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		return lastOutcome
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, retryhttp.ErrAttemptTimeout):
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, retryhttp.ErrCircuitOpen):
-		return "circuit_open"
-	case errors.Is(err, retryhttp.ErrAttemptTimeout):
-		return "timeout"
+	case lastOutcome != "":
+		return lastOutcome
 	}
 	return "error"
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -384,4 +386,69 @@ func TestSpanEndsWithItsAttempt(t *testing.T) {
 			t.Errorf("%v between the first attempt's end and the second's start, want the wait, 200ms", gap)
 		}
 	})
+}
+
+// The per-dependency template, as written, builds its Transports with
+// nothing but what its observability section names: Metrics and Hook. Each
+// attempt gets a client span, child of the caller's span.
+func TestHookBuildsTheTemplate(t *testing.T) {
+	f, err := os.Open("../testdata/policy-template.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ps, err := retryhttp.LoadPolicies(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	trs, err := ps.Transports(nil, retryhttp.WithMetrics(retryhttp.NewMetrics()),
+		Hook(Config{TracerProvider: tp, Propagators: propagation.TraceContext{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := retrytest.NewServer(retrytest.Status(503))
+	defer srv.Close()
+	tr := trs["party-service"]
+	defer tr.CloseIdleConnections()
+	ctx, parent := tp.Tracer("caller").Start(context.Background(), "handler")
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/parties/1", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	parent.End()
+	spans := rec.Ended()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans, want 2 attempts and the caller's", len(spans))
+	}
+	for i, s := range spans[:2] {
+		a := attrs(s)
+		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanKind() != trace.SpanKindClient ||
+			a[AttrAttempt].AsInt64() != int64(i+1) || a[AttrDownstream].AsString() != "party-service" {
+			t.Errorf("attempt %d: parent %v, kind %v, %v", i+1, s.Parent().SpanID(), s.SpanKind(), a)
+		}
+	}
+	if at := srv.Count(); at != 2 {
+		t.Errorf("%d attempts, want 2", at)
+	}
+}
+
+// A request that ends on an error says it in the words of its attempts:
+// a refused connection is "refused" on both.
+func TestErrorTypeAgrees(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	step := retrytest.Step{Err: refused}
+	base := retrytest.NewScriptTransport(step, step, step, step)
+	spans, _, err := traced(t, base, "GET")
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	req, tries := checkTree(t, spans, 4)
+	want := attrs(tries[3])["error.type"].AsString()
+	if got := attrs(req)["error.type"].AsString(); got != want || want != "refused" {
+		t.Errorf("request error.type %q, attempt %q; want both refused", got, want)
+	}
 }
