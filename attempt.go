@@ -254,15 +254,20 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
 	header := k.header
-	if (n > 1 && c.attemptHeader != "") || c.attemptHook != nil {
+	if c.attemptHeader != "" || c.deadlineHeader != "" || c.attemptHook != nil {
 		// A fresh map for each attempt: the base may still be reading the
 		// previous attempt's headers.
 		if header == nil {
 			header = req.Header
 		}
 		header = header.Clone()
-		if n > 1 && c.attemptHeader != "" {
-			header.Set(c.attemptHeader, strconv.Itoa(n))
+		if c.attemptHeader != "" {
+			header.Set(c.attemptHeader, c.attemptValueFor(n, c.maxAttempts))
+		}
+		if c.deadlineHeader != "" {
+			if left, ok := k.timeLeft(); ok {
+				header.Set(c.deadlineHeader, strconv.FormatInt(left.Milliseconds(), 10))
+			}
 		}
 	}
 	if c.attemptHook != nil {
@@ -288,6 +293,18 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		a.r.GetBody = k.getBody()
 	}
 	return a
+}
+
+// timeLeft is what is left of the smaller of the context's deadline and
+// the per-attempt timeout, at an attempt's start, if either is set.
+func (k *call) timeLeft() (time.Duration, bool) {
+	left, ok := k.c.perAttemptTimeout, k.c.perAttemptTimeout > 0
+	if dl, has := k.ctx.Deadline(); has {
+		if d := time.Until(dl); !ok || d < left {
+			left, ok = d, true
+		}
+	}
+	return max(left, 0), ok
 }
 
 // getBody is the GetBody of an attempt whose body is not the caller's.

@@ -75,25 +75,78 @@ func TestSlowBodyOfReturnedResponseNotCut(t *testing.T) {
 	}
 }
 
+// The attempt header follows the convention it is given, on every
+// attempt: Envoy's count from 1, Stainless' retry count from 0, AWS's
+// attempt and max.
 func TestAttemptHeader(t *testing.T) {
-	base := retrytest.NewScriptTransport(steps(503, 503)...)
-	tr, _ := testTransport(base, WithBackoff(Constant(0)), WithAttemptHeader("x-retry-attempt"))
-	req := newRequest(t, "GET", "http://example.test/", nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name, value, want string
+	}{
+		{"X-Envoy-Attempt-Count", "{attempt}", "[1 2 3]"},
+		{"X-Stainless-Retry-Count", "{retry}", "[0 1 2]"},
+		{"amz-sdk-request", "attempt={attempt}; max={max}", "[attempt=1; max=4 attempt=2; max=4 attempt=3; max=4]"},
+	} {
+		base := retrytest.NewScriptTransport(steps(503, 503)...)
+		tr, _ := testTransport(base, WithBackoff(Constant(0)), WithAttemptHeader(tt.name, tt.value))
+		req := newRequest(t, "GET", "http://example.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var got []string
+		for _, a := range base.Attempts() {
+			got = append(got, a.Header.Get(tt.name))
+		}
+		if fmt.Sprint(got) != tt.want {
+			t.Errorf("%s: %q, want %s", tt.name, got, tt.want)
+		}
+		if req.Header.Get(tt.name) != "" {
+			t.Error("the caller's request got the attempt header")
+		}
 	}
-	resp.Body.Close()
-	var got []string
-	for _, a := range base.Attempts() {
-		got = append(got, a.Header.Get("X-Retry-Attempt"))
+	for _, bad := range [][2]string{{"bad header", "{attempt}"}, {"X-A", "{attempts}"}, {"X-A", "1"}, {"X-A", "{attempt}\r\nX-B: 1"}} {
+		if p := catch(func() { New(nil, WithAttemptHeader(bad[0], bad[1])) }); p == nil {
+			t.Errorf("WithAttemptHeader(%q, %q) accepted", bad[0], bad[1])
+		}
 	}
-	if fmt.Sprint(got) != "[ 2 3]" {
-		t.Errorf("attempt headers %q, want none on the first attempt, then 2, 3", got)
-	}
-	if req.Header.Get("X-Retry-Attempt") != "" {
-		t.Error("the caller's request got the attempt header")
-	}
+}
+
+// The deadline header carries, on each attempt, the milliseconds left of
+// the smaller of the context's deadline and the per-attempt timeout,
+// fresh each time.
+func TestDeadlineHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(steps(503, 503)...)
+		tr, _ := testTransport(base, WithBackoff(Constant(time.Second)), WithDeadlineHeader("X-Envoy-Expected-Rq-Timeout-Ms"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var got []string
+		for _, a := range base.Attempts() {
+			got = append(got, a.Header.Get("X-Envoy-Expected-Rq-Timeout-Ms"))
+		}
+		if fmt.Sprint(got) != "[5000 4000 3000]" {
+			t.Errorf("deadline headers %q, want 5000, 4000, 3000: what is left at each attempt", got)
+		}
+		// A per-attempt timeout shorter than the deadline is the bound; with
+		// neither, no header.
+		base = retrytest.NewScriptTransport()
+		tr, _ = testTransport(base, WithPerAttemptTimeout(250*time.Millisecond), WithDeadlineHeader("X-Timeout-Ms"))
+		resp, _ = tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+		resp.Body.Close()
+		base2 := retrytest.NewScriptTransport()
+		tr2, _ := testTransport(base2, WithDeadlineHeader("X-Timeout-Ms"))
+		resp, _ = tr2.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+		resp.Body.Close()
+		if a, b := base.Attempts()[0].Header.Get("X-Timeout-Ms"), base2.Attempts()[0].Header; a != "250" || b.Get("X-Timeout-Ms") != "" {
+			t.Errorf("per-attempt bound %q, want 250; no bound %q, want none", a, b.Get("X-Timeout-Ms"))
+		}
+	})
 }
 
 // A base that returns a nil Body is tolerated, as http.Client tolerates

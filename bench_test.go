@@ -81,7 +81,7 @@ func BenchmarkOverhead(b *testing.B) {
 		{"retryhttp+all", func() http.RoundTripper {
 			return New(base(), WithMetrics(NewMetrics()), WithName("all"), WithRetryBreaker(BreakerConfig{}),
 				WithLogger(slog.New(slog.DiscardHandler)),
-				WithAttemptHeader("Retry-Attempt"), WithIdempotencyKeys())
+				WithAttemptHeader("Retry-Attempt", "{attempt}"), WithIdempotencyKeys())
 		}},
 		{"retryhttp+opaque", func() http.RoundTripper { return New(mem) }},
 		{"retryhttp+operations", func() http.RoundTripper { // a policy's operations, none of which matches

@@ -59,7 +59,9 @@ func (k *call) detectLayered() {
 		k.layered(layerGRPC)
 	}
 	if c.attemptHeader != "" {
-		if v := h[c.attemptHeader]; len(v) > 0 {
+		// Our own header, from a Transport above: a retry if it says
+		// other than its first attempt would.
+		if v := h[c.attemptHeader]; len(v) > 0 && v[0] != c.attemptValueFor(1, c.maxAttempts) {
 			k.layered(layerRetryhttp)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 func TestLayeredRetries(t *testing.T) {
 	m := NewMetrics()
 	var logs bytes.Buffer
-	tr, _ := testTransport(retrytest.NewScriptTransport(), WithMetrics(m), WithAttemptHeader("Retry-Attempt"),
+	tr, _ := testTransport(retrytest.NewScriptTransport(), WithMetrics(m), WithAttemptHeader("Retry-Attempt", "{attempt}"),
 		WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 	send := func(method string, h map[string]string) {
 		req := newRequest(t, method, "http://h/", nil)
@@ -35,6 +35,7 @@ func TestLayeredRetries(t *testing.T) {
 	send("POST", map[string]string{"X-Stainless-Retry-Count": "0"})
 	send("POST", map[string]string{"X-Stainless-Retry-Count": "1"})
 	send("GET", map[string]string{"grpc-previous-rpc-attempts": "2"})
+	send("GET", map[string]string{"Retry-Attempt": "1"}) // a first attempt above: no layer
 	send("GET", map[string]string{"Retry-Attempt": "2"})
 	send("POST", map[string]string{"Idempotency-Key": "k-1"})
 	send("POST", map[string]string{"Idempotency-Key": "k-1"})

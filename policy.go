@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +124,9 @@ type config struct {
 	logger            *slog.Logger
 	logRoute          func(*http.Request) string // WithLogRoute
 	name              string
-	attemptHeader     string
+	attemptHeader     string // WithAttemptHeader's name
+	attemptValue      string // and its value's template
+	deadlineHeader    string // WithDeadlineHeader
 	maxElapsed        time.Duration
 	retryIf           func(*http.Response, error) Decision
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
@@ -480,17 +483,80 @@ func WithName(name string) Option {
 	})
 }
 
-// WithAttemptHeader makes every retry carry the request header name with
-// the attempt's number ("2" for the first retry), so that a server or a
-// proxy can tell a retry from a first attempt, and count them. First
-// attempts do not carry it, so that it costs them nothing. The default
-// adds no header. An empty or invalid header name is invalid.
-func WithAttemptHeader(name string) Option {
+// WithAttemptHeader makes every attempt carry the request header name
+// with value, in which {attempt} is the attempt's number (1 for the
+// first), {retry} the retries before it (0 for the first) and {max} the
+// attempts allowed: Envoy's convention is ("X-Envoy-Attempt-Count",
+// "{attempt}"), Stainless' ("X-Stainless-Retry-Count", "{retry}"), AWS's
+// ("Amz-Sdk-Request", "attempt={attempt}; max={max}"). Each attempt then
+// copies the header map. An invalid name, or a value with another
+// placeholder or a control character, is invalid. The default adds none.
+func WithAttemptHeader(name, value string) Option {
 	return option("WithAttemptHeader", func(c *config) error {
+		what := fmt.Sprintf("WithAttemptHeader(%q, %q)", name, value)
 		if !validHeaderName(name) {
-			return optErr(fmt.Sprintf("WithAttemptHeader(%q)", name), "not a valid header name")
+			return optErr(what, "not a valid header name")
 		}
-		c.attemptHeader = http.CanonicalHeaderKey(name)
+		if err := checkAttemptValue(value); err != nil {
+			return optErr(what, "%v", err)
+		}
+		c.attemptHeader, c.attemptValue = http.CanonicalHeaderKey(name), value
+		return nil
+	})
+}
+
+// attemptPlaceholders are what an attempt header's value may say.
+var attemptPlaceholders = []string{"{attempt}", "{retry}", "{max}"}
+
+// checkAttemptValue reports what is wrong with an attempt header's value.
+func checkAttemptValue(v string) error {
+	rest := v
+	for _, p := range attemptPlaceholders {
+		rest = strings.ReplaceAll(rest, p, "")
+	}
+	switch {
+	case strings.ContainsAny(rest, "{}"):
+		return errors.New("a placeholder other than {attempt}, {retry} and {max}")
+	case !validHeaderValue(rest):
+		return errors.New("not a valid header value")
+	case v == rest:
+		return errors.New("no placeholder: the value would not change from one attempt to the next")
+	}
+	return nil
+}
+
+// attemptValue is the attempt header's value for attempt n of max.
+func (c *config) attemptValueFor(n, max int) string {
+	if c.attemptValue == "{attempt}" { // the common case, without a replacer
+		return strconv.Itoa(n)
+	}
+	return strings.NewReplacer("{attempt}", strconv.Itoa(n), "{retry}", strconv.Itoa(n-1),
+		"{max}", strconv.Itoa(max)).Replace(c.attemptValue)
+}
+
+// validHeaderValue reports whether v may be a header field's value: no
+// control character but tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// WithDeadlineHeader makes every attempt carry the request header name
+// with the whole milliseconds left of the smaller of the context's
+// deadline and WithPerAttemptTimeout, computed afresh for each attempt, as
+// Envoy's x-envoy-expected-rq-timeout-ms does, so that the server can give
+// up on work the caller will not wait for. An attempt with neither bound
+// carries none. An invalid name is invalid. The default adds none.
+func WithDeadlineHeader(name string) Option {
+	return option("WithDeadlineHeader", func(c *config) error {
+		if !validHeaderName(name) {
+			return optErr(fmt.Sprintf("WithDeadlineHeader(%q)", name), "not a valid header name")
+		}
+		c.deadlineHeader = http.CanonicalHeaderKey(name)
 		return nil
 	})
 }

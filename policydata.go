@@ -150,6 +150,10 @@ type observability struct {
 	// otelretry gives) among the options and is refused without one;
 	// false calls none.
 	TraceAttempts *bool `json:"trace_attempts"`
-	// AttemptHeader is WithAttemptHeader.
-	AttemptHeader *string `json:"attempt_header"`
+	// AttemptHeader and AttemptHeaderValue are WithAttemptHeader's name
+	// and value ("{attempt}" if left out).
+	AttemptHeader      *string `json:"attempt_header"`
+	AttemptHeaderValue *string `json:"attempt_header_value"`
+	// DeadlineHeader is WithDeadlineHeader.
+	DeadlineHeader *string `json:"deadline_header"`
 }

@@ -53,6 +53,8 @@ var policyFields = []struct{ path, value, option string }{
 	{"observability.tag_dependency", `true`, "WithName"},
 	{"observability.trace_attempts", `true`, "WithAttemptHook"},
 	{"observability.attempt_header", `"X-Attempt"`, "WithAttemptHeader"},
+	{"observability.attempt_header_value", `"{retry}"`, "WithAttemptHeader"}, // with attempt_header (alone, an error)
+	{"observability.deadline_header", `"X-Timeout-Ms"`, "WithDeadlineHeader"},
 }
 
 // goOnly are the options without a policy field, and why.
@@ -101,7 +103,11 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 
 	for _, f := range policyFields {
 		doc := `{"dependency": "d"}`
-		if f.path != "dependency" {
+		switch f.path {
+		case "dependency":
+		case "observability.attempt_header_value":
+			doc = `{"dependency": "d", "observability": {"attempt_header": "X-A", "attempt_header_value": ` + f.value + `}}`
+		default:
 			doc = nest(f.path, f.value)
 		}
 		p, err := ParsePolicy([]byte(doc))

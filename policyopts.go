@@ -378,8 +378,18 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 			return nil
 		})})
 	}
-	if ob.AttemptHeader != nil {
-		fos = append(fos, fieldOption{"observability.attempt_header", WithAttemptHeader(*ob.AttemptHeader)})
+	switch {
+	case ob.AttemptHeader != nil:
+		value := "{attempt}"
+		if ob.AttemptHeaderValue != nil {
+			value = *ob.AttemptHeaderValue
+		}
+		fos = append(fos, fieldOption{"observability.attempt_header", WithAttemptHeader(*ob.AttemptHeader, value)})
+	case ob.AttemptHeaderValue != nil:
+		return nil, fieldErr("observability.attempt_header_value", "set, but attempt_header is not: name the header")
+	}
+	if ob.DeadlineHeader != nil {
+		fos = append(fos, fieldOption{"observability.deadline_header", WithDeadlineHeader(*ob.DeadlineHeader)})
 	}
 	return fos, nil
 }

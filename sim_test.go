@@ -92,6 +92,7 @@ type simulation struct {
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
+	wire          bool // WithAttemptHeader and WithDeadlineHeader
 	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
 	op            *simOp // a policy's operation, for requests to /op
 	final503      bool   // WithNonRetryableStatuses(503): the outages' answers are final
@@ -360,6 +361,11 @@ func drawSim(seed uint64) *simulation {
 		s.noBuffer = true
 		add(WithBodyBufferLimit(0), "body-buffer=0")
 	}
+	if r.IntN(6) == 0 {
+		s.wire = true
+		add(WithAttemptHeader("X-Attempt", "{attempt}"), "attempt-header")
+		add(WithDeadlineHeader("X-Deadline-Ms"), "deadline-header")
+	}
 	if r.IntN(8) == 0 {
 		s.final503 = true
 		add(WithNonRetryableStatuses(503), "non-retryable=503")
@@ -488,6 +494,8 @@ type simBase struct {
 }
 
 type simAttempt struct {
+	number   string // X-Attempt, when drawn
+	left     string // X-Deadline-Ms, when drawn
 	at       time.Duration
 	ra       time.Duration // the Retry-After it was answered with, if any
 	answered bool          // the server answered it (any status)
@@ -502,7 +510,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	now := time.Since(b.start)
 	b.mu.Lock()
 	n := len(b.sent[id]) + 1
-	b.sent[id] = append(b.sent[id], simAttempt{at: now})
+	b.sent[id] = append(b.sent[id], simAttempt{at: now, number: r.Header.Get("X-Attempt"), left: r.Header.Get("X-Deadline-Ms")})
 	b.mu.Unlock()
 	f := &b.s.faults
 	if f.panics[id] == n {
@@ -792,6 +800,22 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if c.unsafe && reached > 1 {
 			fail("caller %s: a PUT declared NotIdempotent reached the server %d times", c.id, reached)
+		}
+		if s.wire && s.hedge == 0 {
+			for j, a := range sent {
+				if a.number != strconv.Itoa(j+1) {
+					fail("caller %s: attempt %d carried X-Attempt %q", c.id, j+1, a.number)
+				}
+				bound, has := s.perAtt, s.perAtt > 0
+				if c.deadline > 0 {
+					if d := o.start + c.deadline - a.at; !has || d < bound {
+						bound, has = max(d, 0), true
+					}
+				}
+				if got, err := strconv.ParseInt(a.left, 10, 64); has != (a.left != "") || (has && (err != nil || got < 0 || time.Duration(got)*time.Millisecond > bound)) {
+					fail("caller %s: attempt %d carried X-Deadline-Ms %q, want at most %v", c.id, j+1, a.left, bound)
+				}
+			}
 		}
 		at := o.start
 		for j, a := range sent {
