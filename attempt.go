@@ -247,8 +247,10 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 			GotConn: func(httptrace.GotConnInfo) { g.Store(true) },
 		})
 	}
+	var m *ownedRequest // with markOwner, the mark and a.r in one allocation
 	if c.markOwner {
-		ctx = markOwned(ctx)
+		m = markOwned(ctx)
+		ctx = &m.ctx
 	}
 	if c.perAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(ctx)
@@ -279,13 +281,10 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		}
 	}
 	a.r = req
-	if ctx != k.ctx {
-		a.r = req.WithContext(ctx)
+	if ctx != k.ctx || body != req.Body || header != nil {
+		a.r = withContext(m, req, ctx)
 	}
 	if body != req.Body || header != nil {
-		if a.r == req {
-			a.r = req.WithContext(ctx)
-		}
 		a.r.Body = body
 		if header != nil {
 			a.r.Header = header

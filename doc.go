@@ -123,10 +123,10 @@
 // inner ones pass each attempt through once. New looks at its base once:
 // a Transport as base is called directly; below a plain [*http.Transport]
 // there can be none; any other base may hide one, so each attempt sent to
-// it carries a mark in its context, which costs the first attempt two
-// allocations (a context and a shallow copy of the request). Give a
-// middleware of your own an Unwrap() http.RoundTripper method to spare
-// them.
+// it carries a mark in its context, which costs each attempt one
+// allocation (a shallow copy of the request, its context in the same
+// allocation). Give a middleware of your own an Unwrap() http.RoundTripper
+// method to spare it.
 //
 // The package retrytest has helpers for testing code that uses it: a
 // scripted flaky server, fault injectors and a scripted RoundTripper.

@@ -6,6 +6,7 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 )
 
@@ -31,7 +32,7 @@ func findInner(base http.RoundTripper) (inner *Transport, mark bool) {
 				return b, false
 			}
 			return nil, true
-		case *http.Transport:
+		case *http.Transport, *rotation:
 			return nil, false
 		case unwrapper:
 			rt = b.Unwrap()
@@ -45,9 +46,47 @@ func findInner(base http.RoundTripper) (inner *Transport, mark bool) {
 // owned reports whether an outer Transport owns the retries of ctx.
 func owned(ctx context.Context) bool { return ctx.Value(ownerKey{}) != nil }
 
-// markOwned marks ctx as owned by this Transport's retries.
-func markOwned(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ownerKey{}, true)
+// ownedCtx is a context marked as owned by an outer Transport's retries:
+// context.WithValue(parent, ownerKey{}, true), but of a type of our own, so
+// that it can live in one allocation with the request that carries it.
+// Its Done, Err and Deadline are the parent's, and so is every other
+// value: a middleware's derived context or req.Clone keeps the mark.
+type ownedCtx struct{ context.Context }
+
+func (c *ownedCtx) Value(key any) any {
+	if _, ok := key.(ownerKey); ok {
+		return true
+	}
+	return c.Context.Value(key)
+}
+
+func (c *ownedCtx) String() string { return fmt.Sprint(c.Context) + ".WithValue(retryhttp.owner)" }
+
+// ownedRequest is an attempt's request and the mark in its context,
+// allocated together: marking costs one allocation, the request's copy
+// that a new context needs anyway, and not two.
+type ownedRequest struct {
+	r   http.Request
+	ctx ownedCtx
+}
+
+// markOwned returns storage for an attempt's request whose context,
+// &m.ctx, is parent marked as owned by this Transport's retries.
+func markOwned(parent context.Context) *ownedRequest {
+	m := new(ownedRequest)
+	m.ctx.Context = parent
+	return m
+}
+
+// withContext is req.WithContext(ctx), made in m's storage if m is not nil.
+func withContext(m *ownedRequest, req *http.Request, ctx context.Context) *http.Request {
+	if m == nil {
+		return req.WithContext(ctx)
+	}
+	// WithContext is inlined and the copy it makes does not escape: it
+	// stays on the stack, and m.r is the only one on the heap.
+	m.r = *req.WithContext(ctx)
+	return &m.r
 }
 
 // send passes one attempt to the base, bypassing the retries of a

@@ -127,6 +127,7 @@ type config struct {
 	attemptHeader     string // WithAttemptHeader's name
 	attemptValue      string // and its value's template
 	deadlineHeader    string // WithDeadlineHeader
+	rotate            bool   // WithAddressRotation
 	maxElapsed        time.Duration
 	retryIf           func(*http.Response, error) Decision
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
@@ -179,8 +180,16 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	case c.base == nil:
 		c.base = cleanhttp.DefaultPooledTransport()
 	}
+	if c.rotate {
+		if err := c.rotationBase(); err != nil {
+			return nil, err
+		}
+	}
 	c.inner, c.markOwner = findInner(c.base)
-	_, c.plainBase = c.base.(*http.Transport)
+	switch c.base.(type) {
+	case *http.Transport, *rotation: // its dial errors mean nothing was sent
+		c.plainBase = true
+	}
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.layers = new(layers)
 	c.held = newMemPool(defaultHeldBodyMemory)

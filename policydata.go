@@ -102,6 +102,7 @@ type retrySpec struct {
 	NonRetryableStatus []int   `json:"non_retryable_status"`    // WithNonRetryableStatuses, applied after RetryableStatus
 	MaxRetryAfterMS    *int64  `json:"max_retry_after_ms"`      // WithMaxRetryAfter
 	BodyBufferLimit    *int64  `json:"body_buffer_limit_bytes"` // WithBodyBufferLimit
+	AddressRotation    *bool   `json:"address_rotation"`        // true: WithAddressRotation
 }
 
 // budgetSpec is WithBudget(NewBudget(MaxRetryRatio, MinRetriesPerSecond)),

@@ -39,6 +39,7 @@ var policyFields = []struct{ path, value, option string }{
 	{"retry.non_retryable_status", `[500]`, "WithNonRetryableStatuses"},
 	{"retry.max_retry_after_ms", `1000`, "WithMaxRetryAfter"},
 	{"retry.body_buffer_limit_bytes", `0`, "WithBodyBufferLimit"},
+	{"retry.address_rotation", `true`, "WithAddressRotation"},
 	{"budget.max_retry_ratio", `0.2`, "WithBudget"},
 	{"budget.min_retries_per_second", `1`, "WithBudget"},
 	{"budget.disabled", `true`, "WithoutBudget"},

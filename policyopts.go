@@ -228,6 +228,13 @@ func (d *policyDoc) transportTimeOptions() ([]fieldOption, error) {
 	if d.Retry != nil && d.Retry.BodyBufferLimit != nil {
 		fos = append(fos, fieldOption{"retry.body_buffer_limit_bytes", WithBodyBufferLimit(*d.Retry.BodyBufferLimit)})
 	}
+	if d.Retry != nil && d.Retry.AddressRotation != nil {
+		on := *d.Retry.AddressRotation
+		fos = append(fos, fieldOption{"retry.address_rotation", option("WithAddressRotation", func(c *config) error {
+			c.rotate = on
+			return nil
+		})})
+	}
 	return fos, nil
 }
 
@@ -398,16 +405,17 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 // two policies of one dependency must share; "" if it says nothing.
 func (d *policyDoc) transportKey() string {
 	var connect, body *int64
+	var rotate *bool
 	if d.TimeBudget != nil {
 		connect = d.TimeBudget.ConnectTimeoutMS
 	}
 	if d.Retry != nil {
-		body = d.Retry.BodyBufferLimit
+		body, rotate = d.Retry.BodyBufferLimit, d.Retry.AddressRotation
 	}
-	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && body == nil {
+	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && body == nil && rotate == nil {
 		return ""
 	}
-	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, body})
+	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, body, rotate})
 	return string(b)
 }
 
@@ -417,8 +425,8 @@ func (d *policyDoc) transportPart() policyDoc {
 	if d.TimeBudget != nil && d.TimeBudget.ConnectTimeoutMS != nil {
 		q.TimeBudget = &timeBudget{ConnectTimeoutMS: d.TimeBudget.ConnectTimeoutMS}
 	}
-	if d.Retry != nil && d.Retry.BodyBufferLimit != nil {
-		q.Retry = &retrySpec{BodyBufferLimit: d.Retry.BodyBufferLimit}
+	if d.Retry != nil && (d.Retry.BodyBufferLimit != nil || d.Retry.AddressRotation != nil) {
+		q.Retry = &retrySpec{BodyBufferLimit: d.Retry.BodyBufferLimit, AddressRotation: d.Retry.AddressRotation}
 	}
 	return q
 }
@@ -438,7 +446,7 @@ func (p Policy) operationsOption() (Option, error) {
 	for i := range p.ops {
 		op := &p.ops[i]
 		if k := op.transportKey(); k != "" && k != key {
-			return nil, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes",
+			return nil, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
 		rs, err := parseRoutes([]string{op.Match})

@@ -86,3 +86,23 @@ func BenchmarkNotSampled(b *testing.B) {
 		})
 	}
 }
+
+// A retryhttp Transport hidden below otelhttp, which has no Unwrap and
+// sends a clone with a context of its own, passes each attempt of the
+// outer one through once: one retry owner, not 3×3 attempts.
+func TestNestedThroughOtelhttp(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503, 503, 503, 503, 503)...)
+	inner := retryhttp.New(base, retryhttp.WithBackoff(retryhttp.Constant(0)), retryhttp.WithMaxAttempts(3))
+	outer := retryhttp.New(otelhttp.NewTransport(inner, otelhttp.WithTracerProvider(tp)),
+		retryhttp.WithBackoff(retryhttp.Constant(0)), retryhttp.WithMaxAttempts(3))
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://example.test/", nil)
+	resp, err := outer.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if base.Count() != 3 {
+		t.Errorf("%d attempts reached the server, want 3", base.Count())
+	}
+}

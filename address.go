@@ -1,0 +1,198 @@
+// This file sends retries to another address (WithAddressRotation): when a
+// host name resolves to several addresses, each attempt of a request goes
+// to an address it has not tried yet, through a pool of connections of
+// that address's own, so that a retry does not land on the connection, or
+// the backend, that just failed it.
+
+package retryhttp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// WithAddressRotation sends each attempt of a request to an address of its
+// host not yet tried by that request, when the name resolves to several:
+// otherwise a retry may reuse the connection, or reach the backend, that
+// just failed. First attempts take the addresses in turn, each address
+// with its own pooled connections, HTTP/2 included. It needs a nil base or
+// an *http.Transport, copied per address (docs/retries.md). The default
+// sends every attempt as the base does.
+func WithAddressRotation() Option {
+	return option("WithAddressRotation", func(c *config) error {
+		c.rotate = true
+		return nil
+	})
+}
+
+// rotation is WithAddressRotation's base: one *http.Transport per
+// address, each a copy of proto that dials that address alone.
+type rotation struct {
+	proto   *http.Transport
+	resolve func(ctx context.Context, host string) ([]string, error)
+
+	mu    sync.Mutex
+	pools map[string]*http.Transport // by host:port and address
+	names map[string]*resolved       // by host name
+	turn  atomic.Uint64              // first attempts' round robin
+}
+
+// resolved is a host name's addresses, kept for resolveFor.
+type resolved struct {
+	addrs []string
+	at    time.Time
+}
+
+// resolveFor is how long a name's addresses are kept: a name that moves
+// is followed within it.
+const resolveFor = 30 * time.Second
+
+func newRotation(proto *http.Transport) *rotation {
+	return &rotation{proto: proto, resolve: net.DefaultResolver.LookupHost,
+		pools: map[string]*http.Transport{}, names: map[string]*resolved{}}
+}
+
+// triedKey carries, in an attempt's context, the addresses its request
+// has tried.
+type triedKey struct{}
+
+// tried is the addresses a request's attempts went to, in order.
+type tried struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (t *tried) add(a string) {
+	t.mu.Lock()
+	t.addrs = append(t.addrs, a)
+	t.mu.Unlock()
+}
+
+func (t *tried) has(a string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Contains(t.addrs, a)
+}
+
+func (r *rotation) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.URL.Hostname()
+	if host == "" || net.ParseIP(host) != nil {
+		return r.proto.RoundTrip(req) // an address already: nothing to choose
+	}
+	addrs, err := r.addresses(req.Context(), host)
+	if err != nil || len(addrs) < 2 {
+		return r.proto.RoundTrip(req) // one address, or the dial will say
+	}
+	t, _ := req.Context().Value(triedKey{}).(*tried)
+	start := int(r.turn.Add(1) % uint64(len(addrs)))
+	pick := addrs[start]
+	if t != nil {
+		for i := range addrs {
+			if a := addrs[(start+i)%len(addrs)]; !t.has(a) {
+				pick = a
+				break
+			}
+		}
+		t.add(pick)
+	}
+	return r.pool(host, pick, port(req)).RoundTrip(req)
+}
+
+// addresses are host's addresses, resolved at most every resolveFor.
+func (r *rotation) addresses(ctx context.Context, host string) ([]string, error) {
+	r.mu.Lock()
+	res := r.names[host]
+	r.mu.Unlock()
+	if res != nil && time.Since(res.at) < resolveFor {
+		return res.addrs, nil
+	}
+	addrs, err := r.resolve(ctx, host)
+	if err != nil {
+		if res != nil {
+			return res.addrs, nil // the last known, while the resolver fails
+		}
+		return nil, err
+	}
+	slices.Sort(addrs)
+	r.mu.Lock()
+	if len(r.names) >= 1024 {
+		clear(r.names) // bounded: a Transport talks to few names
+	}
+	r.names[host] = &resolved{addrs, time.Now()}
+	r.mu.Unlock()
+	return addrs, nil
+}
+
+// pool is the Transport of one address of host: a copy of proto that
+// dials that address where it would dial host (and a proxy, if one
+// applies, as proto would: through a proxy no address is chosen).
+func (r *rotation) pool(host, addr, port string) *http.Transport {
+	name, target := net.JoinHostPort(host, port), net.JoinHostPort(addr, port)
+	key := name + " " + target
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.pools[key]; p != nil {
+		return p
+	}
+	p := r.proto.Clone()
+	dial := r.proto.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	p.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		if a == name {
+			a = target
+		}
+		return dial(ctx, network, a)
+	}
+	if len(r.pools) >= 1024 {
+		for k, old := range r.pools { // bounded: close and forget the oldest few
+			old.CloseIdleConnections()
+			delete(r.pools, k)
+			break
+		}
+	}
+	r.pools[key] = p
+	return p
+}
+
+// CloseIdleConnections closes the idle connections of every address.
+func (r *rotation) CloseIdleConnections() {
+	r.proto.CloseIdleConnections()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pools {
+		p.CloseIdleConnections()
+	}
+}
+
+// port is req's port, or its scheme's.
+func port(req *http.Request) string {
+	if p := req.URL.Port(); p != "" {
+		return p
+	}
+	if req.URL.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// rotationBase makes c's base rotate addresses, or says why it cannot.
+func (c *config) rotationBase() error {
+	switch b := c.base.(type) {
+	case *http.Transport:
+		if b.DialTLSContext != nil || b.DialTLS != nil || b.Dial != nil {
+			return fmt.Errorf("retryhttp: WithAddressRotation: the base dials through its own Dial or DialTLS, where no address can be chosen: set its DialContext instead")
+		}
+		c.base = newRotation(b)
+		return nil
+	default:
+		return fmt.Errorf("retryhttp: WithAddressRotation: the base is a %T, not an *http.Transport: pass a nil base or an *http.Transport", c.base)
+	}
+}
