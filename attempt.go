@@ -80,13 +80,20 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	// asked first.
 	idem := idempotentMethod(method) && !c.notIdempotent
 	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
+	repeat, key := c.layers.failed.again(req, method)
 	if !k.keyed && !declared && c.keyMethods.has(method) {
+		if key == "" { // the same request sent again keeps its key
+			key = c.keyGen()
+		}
 		k.header = req.Header.Clone()
-		k.header.Set(HeaderIdempotencyKey, c.keyGen())
+		k.header.Set(HeaderIdempotencyKey, key)
 		k.keyed = true
 	}
 	k.replayable = k.keyed || declared || idem
 	k.detectLayered()
+	if repeat {
+		k.layered(layerRepeat)
+	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
 		// *http.Transport and http, a dial error says so (it sends a

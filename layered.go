@@ -1,17 +1,22 @@
 // This file makes retries of other layers visible: a request that reaches
 // the Transport as a retry of an SDK or another retrying layer above it is
 // counted (retryhttp_layered_retries_total) and logged once per source, so
-// that the retries hidden in a stack are known. Nothing here changes what
-// is sent.
+// that the retries hidden in a stack are known. It changes one thing of
+// what is sent: a request that is provably the same *http.Request sent
+// again keeps the idempotency key the Transport gave it.
 
 package retryhttp
 
 import (
 	"log/slog"
+	"net/http"
+	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"weak"
 )
 
 // A layered retry's source: which layer above said it was retrying.
@@ -21,10 +26,11 @@ const (
 	layerGRPC             // grpc-previous-rpc-attempts > 0 (gRPC over HTTP)
 	layerRetryhttp        // the attempt header of another retryhttp Transport
 	layerKey              // an Idempotency-Key seen again within a minute
+	layerRepeat           // the same request again, right after it failed in a way worth retrying
 	numLayers
 )
 
-var layerLabels = [numLayers]string{"aws-sdk", "stainless-sdk", "grpc", "retryhttp", "idempotency-key"}
+var layerLabels = [numLayers]string{"aws-sdk", "stainless-sdk", "grpc", "retryhttp", "idempotency-key", "repeat"}
 
 // layerAdvice is the Warn log's advice for each source.
 var layerAdvice = [numLayers]string{
@@ -33,12 +39,102 @@ var layerAdvice = [numLayers]string{
 	"gRPC retries too: disable its retry policy (grpc.WithDisableRetry()) so that one layer retries",
 	"another retryhttp Transport retries too: wrap the inner one directly, or give middleware an Unwrap method, so that only the outermost retries",
 	"a layer above sends the same Idempotency-Key again: it retries too; turn its retries off so that one layer retries",
+	"the same request came again right after it failed: a layer above retries too (go-resty: SetRetryCount(0); go-retryablehttp, Vault: RetryMax or MaxRetries 0); turn its retries off so that one layer retries",
 }
 
 // layers is one Transport's view of the layers above it.
 type layers struct {
 	warned [numLayers]atomic.Bool
 	keys   recentKeys
+	failed recentFailures
+}
+
+// recentFailures remembers the requests that ended, lately, on a failure
+// worth retrying, so that one that comes again is seen as a retry of a
+// layer above that says nothing of it (go-resty, go-retryablehttp). It
+// is two generations of at most maxRecentKeys each, kept repeatFor
+// seconds, like recentKeys.
+type recentFailures struct {
+	n         atomic.Int32 // entries: none costs a request one atomic load
+	mu        sync.Mutex
+	cur, prev map[failedKey]failed
+	since     int64
+}
+
+// failedKey is what makes two requests the same, but for their bodies'
+// bytes, which are not read to find out.
+type failedKey struct {
+	method, host, path, query string
+	length                    int64
+}
+
+// failed is one failure: when, and the identity and key of the request,
+// so that the same *http.Request sent again (go-retryablehttp sends it
+// again, shallow copies by http.Client included) keeps its key.
+type failed struct {
+	sec    int64
+	url    weak.Pointer[url.URL]
+	header uintptr // the Header map's identity
+	key    string  // the key the Transport gave it, if any
+}
+
+// repeatFor is how long after a failure the same request counts as a
+// retry of a layer above: longer than any layer's usual wait.
+const repeatFor = 30
+
+func keyOf(req *http.Request, method string) failedKey {
+	return failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}
+}
+
+func mapID(h http.Header) uintptr {
+	if h == nil {
+		return 0
+	}
+	return reflect.ValueOf(h).Pointer()
+}
+
+// record remembers that req, given key, ended on a failure worth
+// retrying, at second sec.
+func (r *recentFailures) record(req *http.Request, method, key string, sec int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil || sec-r.since >= repeatFor || len(r.cur) >= maxRecentKeys {
+		r.prev = r.cur
+		if sec-r.since >= 2*repeatFor {
+			r.prev = nil
+		}
+		r.cur, r.since = make(map[failedKey]failed), sec
+	}
+	r.cur[keyOf(req, method)] = failed{sec, weak.Make(req.URL), mapID(req.Header), key}
+	r.n.Store(int32(len(r.cur) + len(r.prev)))
+}
+
+// again reports whether req is a request that failed within the last
+// repeatFor seconds, and, if it is the same *http.Request (the same URL
+// and header map), the key the Transport gave it.
+func (r *recentFailures) again(req *http.Request, method string) (repeat bool, key string) {
+	if r.n.Load() == 0 {
+		return false, ""
+	}
+	sec := unixSecond()
+	k := keyOf(req, method)
+	r.mu.Lock()
+	if sec-r.since >= 2*repeatFor { // all stale: back to one atomic load a request
+		r.cur, r.prev = nil, nil
+		r.n.Store(0)
+	}
+	f, ok := r.cur[k]
+	if !ok {
+		f, ok = r.prev[k]
+	}
+	r.mu.Unlock()
+	if !ok || sec-f.sec > repeatFor {
+		return false, ""
+	}
+	if f.url.Value() == req.URL && f.header == mapID(req.Header) {
+		return true, f.key
+	}
+	return true, ""
 }
 
 // detectLayered looks at a request for the marks of a retry made above.
@@ -88,6 +184,20 @@ func awsRetry(v string) bool {
 		}
 	}
 	return false
+}
+
+// failedAgain records a request that ends on a failure worth retrying,
+// for recentFailures.
+func (k *call) failedAgain() {
+	method := k.req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var key string
+	if k.header != nil {
+		key = k.header.Get(HeaderIdempotencyKey) // the Transport's own
+	}
+	k.c.layers.failed.record(k.req, method, key, unixSecond())
 }
 
 func (k *call) layered(source int) {

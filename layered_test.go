@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -111,5 +113,87 @@ func TestLayeredKeyNotOnRedirectsOrLater(t *testing.T) {
 	var r recentKeys
 	if r.seen("k", 1000) || !r.seen("k", 1059) || r.seen("k", 1119) || r.seen("j", 1200) || r.seen("k", 1300) {
 		t.Error("a key is remembered for other than a minute")
+	}
+}
+
+// A layer above that says nothing of its retries is seen by what it sends:
+// the same request again, right after it ended on a failure worth
+// retrying. The same *http.Request sent again, as go-retryablehttp does
+// (through an http.Client with a Timeout, which copies it), keeps the key
+// the Transport gave it, so that the server can deduplicate; a new
+// request built for each try, as go-resty does, cannot be known to be the
+// same, and gets a key of its own.
+func TestLayeredRepeatWithoutHeader(t *testing.T) {
+	var keys []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(HeaderIdempotencyKey))
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	m := NewMetrics()
+	var logs bytes.Buffer
+	tr := New(nil, WithMetrics(m), WithIdempotencyKeys(), WithMaxAttempts(1),
+		WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+
+	// go-retryablehttp's way: one request, its body reset, sent 3 times.
+	req := newRequest(t, "POST", srv.URL+"/v1/pki/issue/web", nil)
+	for range 3 {
+		req.Body, req.ContentLength = io.NopCloser(strings.NewReader("{}")), 2
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// go-resty's way: a new request for each try.
+	for range 2 {
+		resp, err := client.Do(newRequest(t, "POST", srv.URL+"/orders", strings.NewReader("{}")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// A different request is no repeat.
+	resp, _ := client.Do(newRequest(t, "POST", srv.URL+"/other", strings.NewReader("{}")))
+	resp.Body.Close()
+
+	if keys[0] == "" || keys[1] != keys[0] || keys[2] != keys[0] {
+		t.Errorf("the same request sent 3 times had keys %q, want one key", keys[:3])
+	}
+	if keys[3] == keys[4] {
+		t.Errorf("two requests built apart got one key %q: they cannot be known to be the same", keys[3])
+	}
+	if got := testutil.ToFloat64(m.layered.WithLabelValues(defaultName, "repeat")); got != 3 {
+		t.Errorf("repeats counted %v, want 3 (2 + 1)", got)
+	}
+	if !strings.Contains(logs.String(), `"source":"repeat"`) || !strings.Contains(logs.String(), "SetRetryCount(0)") {
+		t.Errorf("no warning naming the fix:\n%s", logs.String())
+	}
+}
+
+// A request that succeeded is no failure to repeat, and once the
+// failures are stale a request costs one atomic load again.
+func TestLayeredRepeatForgets(t *testing.T) {
+	var r recentFailures
+	req := newRequest(t, "GET", "http://h/x", nil)
+	if rep, _ := r.again(req, "GET"); rep {
+		t.Error("a repeat with nothing recorded")
+	}
+	r.record(req, "GET", "", unixSecond())
+	if rep, _ := r.again(req, "GET"); !rep {
+		t.Error("the same request right after its failure is no repeat")
+	}
+	r.record(req, "GET", "", unixSecond()-3*repeatFor) // an old failure rolls the generations
+	r.mu.Lock()
+	r.since -= 3 * repeatFor
+	r.mu.Unlock()
+	if rep, _ := r.again(req, "GET"); rep || r.n.Load() != 0 {
+		t.Errorf("a failure older than %d s still counts (%d entries)", 2*repeatFor, r.n.Load())
 	}
 }

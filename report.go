@@ -29,6 +29,7 @@ func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Du
 	c := k.c
 	k.endAttempt(r, AttemptEnd{GiveUp: reason})
 	c.metrics.giveUp(reason)
+	k.failedAgain()
 	if c.logger != nil {
 		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: giving up",
 			k.logAttrs(attempt, delay, r.outcome, reason)...)
