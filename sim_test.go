@@ -92,7 +92,7 @@ type simulation struct {
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
-	wire          bool // WithAttemptHeader and WithDeadlineHeader
+	wire          bool   // WithAttemptHeader and WithDeadlineHeader
 	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
 	op            *simOp // a policy's operation, for requests to /op
 	final503      bool   // WithNonRetryableStatuses(503): the outages' answers are final
