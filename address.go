@@ -142,6 +142,10 @@ func (r *rotation) pool(host, addr, port string) *http.Transport {
 	}
 	p := r.proto.Clone()
 	dial := r.proto.DialContext
+	//lint:ignore SA1019 a base's deprecated Dial is still its way to dial, and is kept
+	if old := r.proto.Dial; dial == nil && old != nil {
+		dial = func(_ context.Context, network, a string) (net.Conn, error) { return old(network, a) }
+	}
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
@@ -187,8 +191,12 @@ func port(req *http.Request) string {
 func (c *config) rotationBase() error {
 	switch b := c.base.(type) {
 	case *http.Transport:
-		if b.DialTLSContext != nil || b.DialTLS != nil || b.Dial != nil {
-			return fmt.Errorf("retryhttp: WithAddressRotation: the base dials through its own Dial or DialTLS, where no address can be chosen: set its DialContext instead")
+		// A DialContext of the base's is kept (each address's copy calls
+		// it with its address); its Dial is not used once DialContext is
+		// set; its DialTLS would dial https past the address chosen.
+		//lint:ignore SA1019 a base that still sets the deprecated DialTLS must be refused, not ignored
+		if b.DialTLSContext != nil || b.DialTLS != nil {
+			return fmt.Errorf("retryhttp: WithAddressRotation: the base dials https through its own DialTLS, where no address can be chosen: set its DialContext instead")
 		}
 		c.base = newRotation(b)
 		return nil
