@@ -37,16 +37,21 @@ type rotation struct {
 	proto   *http.Transport
 	resolve func(ctx context.Context, host string) ([]string, error)
 
-	mu    sync.Mutex
-	pools map[string]*http.Transport // by host:port and address
-	names map[string]*resolved       // by host name
-	turn  atomic.Uint64              // first attempts' round robin
+	mu    sync.RWMutex
+	pools map[poolKey]*http.Transport
+	names map[string]*resolved // by host name
+	turn  atomic.Uint64        // first attempts' round robin
 }
 
-// resolved is a host name's addresses, kept for resolveFor.
+// poolKey names the Transport of one address of a host and port.
+type poolKey struct{ host, addr, port string }
+
+// resolved is a host name's addresses, kept for resolveFor; one caller
+// at a time resolves it again, while the others use what is known.
 type resolved struct {
-	addrs []string
-	at    time.Time
+	addrs     []string
+	at        time.Time
+	resolving atomic.Bool
 }
 
 // resolveFor is how long a name's addresses are kept: a name that moves
@@ -55,7 +60,7 @@ const resolveFor = 30 * time.Second
 
 func newRotation(proto *http.Transport) *rotation {
 	return &rotation{proto: proto, resolve: net.DefaultResolver.LookupHost,
-		pools: map[string]*http.Transport{}, names: map[string]*resolved{}}
+		pools: map[poolKey]*http.Transport{}, names: map[string]*resolved{}}
 }
 
 // triedKey carries, in an attempt's context, the addresses its request
@@ -104,43 +109,75 @@ func (r *rotation) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.pool(host, pick, port(req)).RoundTrip(req)
 }
 
-// addresses are host's addresses, resolved at most every resolveFor.
+// addresses are host's addresses, resolved at most every resolveFor: a
+// request waits for the resolver only when nothing is known of host; when
+// what is known is old, one request resolves it again meanwhile, and a
+// resolver that fails keeps what is known for another resolveFor.
 func (r *rotation) addresses(ctx context.Context, host string) ([]string, error) {
-	r.mu.Lock()
+	r.mu.RLock()
 	res := r.names[host]
-	r.mu.Unlock()
-	if res != nil && time.Since(res.at) < resolveFor {
+	r.mu.RUnlock()
+	if res != nil {
+		if time.Since(res.at) >= resolveFor && res.resolving.CompareAndSwap(false, true) {
+			go r.refresh(host, res)
+		}
 		return res.addrs, nil
 	}
 	addrs, err := r.resolve(ctx, host)
 	if err != nil {
-		if res != nil {
-			return res.addrs, nil // the last known, while the resolver fails
-		}
 		return nil, err
 	}
 	slices.Sort(addrs)
+	r.store(host, addrs)
+	return addrs, nil
+}
+
+// refresh resolves host again, off any request's path.
+func (r *rotation) refresh(host string, old *resolved) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs, err := r.resolve(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		addrs = old.addrs // the last known, while the resolver fails
+	}
+	slices.Sort(addrs)
+	r.store(host, addrs)
+}
+
+func (r *rotation) store(host string, addrs []string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.names) >= 1024 {
 		clear(r.names) // bounded: a Transport talks to few names
 	}
-	r.names[host] = &resolved{addrs, time.Now()}
-	r.mu.Unlock()
-	return addrs, nil
+	r.names[host] = &resolved{addrs: addrs, at: time.Now()}
 }
 
 // pool is the Transport of one address of host: a copy of proto that
 // dials that address where it would dial host (and a proxy, if one
 // applies, as proto would: through a proxy no address is chosen).
 func (r *rotation) pool(host, addr, port string) *http.Transport {
-	name, target := net.JoinHostPort(host, port), net.JoinHostPort(addr, port)
-	key := name + " " + target
+	key := poolKey{host, addr, port}
+	r.mu.RLock()
+	p := r.pools[key]
+	r.mu.RUnlock()
+	if p != nil {
+		return p
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.pools[key]; p != nil {
 		return p
 	}
-	p := r.proto.Clone()
+	name, target := net.JoinHostPort(host, port), net.JoinHostPort(addr, port)
+	p = r.proto.Clone()
+	if len(r.proto.TLSNextProto) > 0 {
+		// HTTP/2 set up by golang.org/x/net/http2 (Vault's client is): its
+		// one pool per host:port would carry every address's attempts on
+		// one connection. Each copy speaks the standard library's HTTP/2
+		// over its own connections instead.
+		p.TLSNextProto, p.ForceAttemptHTTP2 = nil, true
+	}
 	dial := r.proto.DialContext
 	//lint:ignore SA1019 a base's deprecated Dial is still its way to dial, and is kept
 	if old := r.proto.Dial; dial == nil && old != nil {

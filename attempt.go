@@ -31,6 +31,7 @@ type call struct {
 	t          ticket
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	start      time.Time        // when the first attempt began, with WithMaxElapsed only
+	tried      *tried           // the addresses its attempts went to, with WithAddressRotation
 }
 
 // replay is how the request body reaches each attempt.
@@ -73,25 +74,21 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		c.gate.enter(k, req.URL.Scheme, req.URL.Host)
 	}
 
-	k.keyed = hasIdempotencyKey(req.Header, !idempotentMethod(method))
 	// A request declared unsafe (NotIdempotent) is repeated only with a
 	// key, whatever its method. One declared safe (Idempotent,
 	// WithIdempotentIf) needs no key, and gets none: its declaration is
 	// asked first.
 	idem := idempotentMethod(method) && !c.notIdempotent
+	k.keyed = hasIdempotencyKey(req.Header, !idem)
 	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
-	repeat, key := c.layers.failed.again(req, method)
 	if !k.keyed && !declared && c.keyMethods.has(method) {
-		if key == "" { // the same request sent again keeps its key
-			key = c.keyGen()
-		}
 		k.header = req.Header.Clone()
-		k.header.Set(HeaderIdempotencyKey, key)
+		k.header.Set(HeaderIdempotencyKey, c.keyGen())
 		k.keyed = true
 	}
 	k.replayable = k.keyed || declared || idem
 	k.detectLayered()
-	if repeat {
+	if c.layers.failed.again(req, method) {
 		k.layered(layerRepeat)
 	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
@@ -255,6 +252,12 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		})
 	}
 	var m *ownedRequest // with markOwner, the mark and a.r in one allocation
+	if c.rotate {
+		if k.tried == nil {
+			k.tried = new(tried)
+		}
+		ctx = context.WithValue(ctx, triedKey{}, k.tried) // hedged copies share it
+	}
 	if c.markOwner {
 		m = markOwned(ctx)
 		ctx = &m.ctx
@@ -275,7 +278,8 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		}
 		if c.deadlineHeader != "" {
 			if left, ok := k.timeLeft(); ok {
-				header.Set(c.deadlineHeader, strconv.FormatInt(left.Milliseconds(), 10))
+				// Rounded up: "0" would say no time at all is left.
+				header.Set(c.deadlineHeader, strconv.FormatInt(int64((left+time.Millisecond-1)/time.Millisecond), 10))
 			}
 		}
 	}

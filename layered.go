@@ -1,22 +1,18 @@
 // This file makes retries of other layers visible: a request that reaches
 // the Transport as a retry of an SDK or another retrying layer above it is
 // counted (retryhttp_layered_retries_total) and logged once per source, so
-// that the retries hidden in a stack are known. It changes one thing of
-// what is sent: a request that is provably the same *http.Request sent
-// again keeps the idempotency key the Transport gave it.
+// that the retries hidden in a stack are known. Nothing here changes what
+// is sent.
 
 package retryhttp
 
 import (
 	"log/slog"
 	"net/http"
-	"net/url"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"weak"
 )
 
 // A layered retry's source: which layer above said it was retrying.
@@ -51,51 +47,33 @@ type layers struct {
 
 // recentFailures remembers the requests that ended, lately, on a failure
 // worth retrying, so that one that comes again is seen as a retry of a
-// layer above that says nothing of it (go-resty, go-retryablehttp). It
-// is two generations of at most maxRecentKeys each, kept repeatFor
-// seconds, like recentKeys.
+// layer above that says nothing of it (go-resty, go-retryablehttp). It is
+// two generations of at most maxRecentKeys each, kept repeatFor seconds,
+// like recentKeys. It only counts and warns: whether the request that
+// comes again is the same operation cannot be known (a reused
+// *http.Request may carry another body of the same length), so nothing
+// of the first, its idempotency key included, is given to the second.
 type recentFailures struct {
-	n         atomic.Int32 // entries: none costs a request one atomic load
-	mu        sync.Mutex
-	cur, prev map[failedKey]failed
+	newest    atomic.Int64 // the second of the latest failure: a request later than repeatFor after it takes no lock
+	mu        sync.RWMutex
+	cur, prev map[failedKey]int64 // the second each failed in
 	since     int64
 }
 
-// failedKey is what makes two requests the same, but for their bodies'
-// bytes, which are not read to find out.
+// failedKey is what makes two requests alike: not their bodies, which are
+// not read to find out.
 type failedKey struct {
 	method, host, path, query string
 	length                    int64
-}
-
-// failed is one failure: when, and the identity and key of the request,
-// so that the same *http.Request sent again (go-retryablehttp sends it
-// again, shallow copies by http.Client included) keeps its key.
-type failed struct {
-	sec    int64
-	url    weak.Pointer[url.URL]
-	header uintptr // the Header map's identity
-	key    string  // the key the Transport gave it, if any
 }
 
 // repeatFor is how long after a failure the same request counts as a
 // retry of a layer above: longer than any layer's usual wait.
 const repeatFor = 30
 
-func keyOf(req *http.Request, method string) failedKey {
-	return failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}
-}
-
-func mapID(h http.Header) uintptr {
-	if h == nil {
-		return 0
-	}
-	return reflect.ValueOf(h).Pointer()
-}
-
-// record remembers that req, given key, ended on a failure worth
-// retrying, at second sec.
-func (r *recentFailures) record(req *http.Request, method, key string, sec int64) {
+// record remembers that req ended on a failure worth retrying, at second
+// sec.
+func (r *recentFailures) record(req *http.Request, method string, sec int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cur == nil || sec-r.since >= repeatFor || len(r.cur) >= maxRecentKeys {
@@ -103,38 +81,32 @@ func (r *recentFailures) record(req *http.Request, method, key string, sec int64
 		if sec-r.since >= 2*repeatFor {
 			r.prev = nil
 		}
-		r.cur, r.since = make(map[failedKey]failed), sec
+		r.cur, r.since = make(map[failedKey]int64), sec
 	}
-	r.cur[keyOf(req, method)] = failed{sec, weak.Make(req.URL), mapID(req.Header), key}
-	r.n.Store(int32(len(r.cur) + len(r.prev)))
+	r.cur[failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}] = sec
+	r.newest.Store(sec)
 }
 
-// again reports whether req is a request that failed within the last
-// repeatFor seconds, and, if it is the same *http.Request (the same URL
-// and header map), the key the Transport gave it.
-func (r *recentFailures) again(req *http.Request, method string) (repeat bool, key string) {
-	if r.n.Load() == 0 {
-		return false, ""
+// again reports whether a request like req failed within the last
+// repeatFor seconds. Without a failure that recent, it costs one atomic
+// load (and no clock read but the one the budget keeps).
+func (r *recentFailures) again(req *http.Request, method string) bool {
+	newest := r.newest.Load()
+	if newest == 0 {
+		return false
 	}
 	sec := unixSecond()
-	k := keyOf(req, method)
-	r.mu.Lock()
-	if sec-r.since >= 2*repeatFor { // all stale: back to one atomic load a request
-		r.cur, r.prev = nil, nil
-		r.n.Store(0)
+	if sec-newest > repeatFor {
+		return false
 	}
-	f, ok := r.cur[k]
+	k := failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}
+	r.mu.RLock()
+	at, ok := r.cur[k]
 	if !ok {
-		f, ok = r.prev[k]
+		at, ok = r.prev[k]
 	}
-	r.mu.Unlock()
-	if !ok || sec-f.sec > repeatFor {
-		return false, ""
-	}
-	if f.url.Value() == req.URL && f.header == mapID(req.Header) {
-		return true, f.key
-	}
-	return true, ""
+	r.mu.RUnlock()
+	return ok && sec-at <= repeatFor
 }
 
 // detectLayered looks at a request for the marks of a retry made above.
@@ -193,11 +165,7 @@ func (k *call) failedAgain() {
 	if method == "" {
 		method = http.MethodGet
 	}
-	var key string
-	if k.header != nil {
-		key = k.header.Get(HeaderIdempotencyKey) // the Transport's own
-	}
-	k.c.layers.failed.record(k.req, method, key, unixSecond())
+	k.c.layers.failed.record(k.req, method, unixSecond())
 }
 
 func (k *call) layered(source int) {

@@ -379,11 +379,12 @@ func WithBodyBufferLimit(n int64) Option {
 // that is not a token is invalid. The default adds no keys.
 func WithIdempotencyKeys(methods ...string) RequestOption {
 	return requestOption("WithIdempotencyKeys", func(c *config) error {
-		if len(methods) == 0 {
-			methods = []string{http.MethodPost}
+		given := methods // not assigned to: the option may be applied from several goroutines
+		if len(given) == 0 {
+			given = []string{http.MethodPost}
 		}
 		var ms methodSet
-		for _, m := range methods {
+		for _, m := range given {
 			if !validHeaderName(m) { // a method is a token
 				return optErr(fmt.Sprintf("WithIdempotencyKeys(%q)", m), "not a method name")
 			}

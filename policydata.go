@@ -69,8 +69,8 @@ type semanticSafety struct {
 	// to repeat, whatever its method (WithIdempotentIf). Otherwise, with
 	// SideEffect: true, every request is declared unsafe, whatever its
 	// method (NotIdempotent); with neither, nothing is declared: the
-	// method and an idempotency key decide (in an operation, it undoes
-	// the dependency's declaration).
+	// method and an idempotency key decide (in an operation, an explicit
+	// false undoes the dependency's declaration).
 	Idempotent *bool `json:"idempotent"`
 	// SideEffect: false without Idempotent: true is a contradiction (a
 	// request without a side effect is idempotent) and is refused.

@@ -63,7 +63,7 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{`{"a": {"hedging": {"percentile": 1.5}}}`, `field hedging.percentile: WithHedging(Percentile: 1.5)`},
 		{`{"a": {"semantic_safety": {"idempotency_keys": ["PO ST"]}}}`, `field semantic_safety.idempotency_keys: WithIdempotencyKeys("PO ST"): not a method name`},
 		{`{"a": {"observability": {"attempt_header": "a b"}}}`, `field observability.attempt_header: WithAttemptHeader("a b", "{attempt}")`},
-		{`{"a": {"observability": {"attempt_header": "X-A", "attempt_header_value": "{try}"}}}`, `field observability.attempt_header: WithAttemptHeader("X-A", "{try}"): a placeholder other than`},
+		{`{"a": {"observability": {"attempt_header": "X-A", "attempt_header_value": "{try}"}}}`, `field observability.attempt_header_value: "{try}": a placeholder other than`},
 		{`{"a": {"retries": 3}}`, `field retries: not a field of the policy: did you mean retry?`},
 		{`{"a": {"max_attempts_total": 3}}`, `field max_attempts_total: not a field of the policy: did you mean retry.max_attempts_total?`},
 		{`{"a": {"retry": {"max_atempts_total": 3}}}`, `field retry.max_atempts_total: not a field of the policy: did you mean retry.max_attempts_total?`},
@@ -76,6 +76,15 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{`{"dependency": "a", "retry": {"rates": [1,}}`, `policies: line 1, column 44: invalid character`},
 		{`[1, 2]`, `want a policy (a section of fields), not a number (the policy starts at line 1, column 2)`},
 		{`{"a": {}} {}`, `data after the policies`},
+		{`{"a": {"retry": {"initial_delay_ms": 9223372036854775807}}}`, `policy "a": line 1, column 18: field retry.initial_delay_ms: 9223372036854775807 ms is too long`},
+		{`{"a": {"retry": {"backoff": "constant", "initial_delay_ms": 100, "max_delay_ms": 5}}}`, `field retry.max_delay_ms: set, but a constant backoff has no cap`},
+		{"{\"a\": {\"observability\": {\"attempt_header\": \"X-A\",\n \"attempt_header_value\": \"{bogus}\"}}}", `line 2, column 2: field observability.attempt_header_value: "{bogus}": a placeholder other than`},
+		// A syntax error in the keyed and list forms is placed in the file.
+		{"{\"a\": {},\n \"b\": {},\n \"c\": {\"retry\": {}\n}", `line 4, column 2: unexpected end of JSON input`},
+		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"b\"}\n {\"dependency\": \"c\"}]", `line 3, column 3: expected comma after array element`},
+		// Errors of the grouping name the policy's line.
+		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"a\"}]", `dependency "a" is written twice without a match: give each of its operations a match ("GET /parties/*") (the policy at line 2, column 2)`},
+		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"a\", \"match\": \"GET /[\"}]", `line 2, column 22: field match: "GET /[": syntax error in pattern`},
 	}
 	for _, tt := range tests {
 		_, err := LoadPolicies(strings.NewReader(tt.json))

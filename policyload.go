@@ -104,7 +104,18 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		}
 		ps = append(ps, p)
 	}
-	return NewPolicies(ps...)
+	grouped, err := NewPolicies(ps...)
+	if err != nil {
+		// An error of the grouping (a dependency written twice without a
+		// match, an operation that changes the Transport's settings) is
+		// the first policy whose addition makes it: say where it starts.
+		for i := range ps {
+			if _, e := NewPolicies(ps[:i+1]...); e != nil {
+				return nil, fmt.Errorf("%w (the policy at %s)", err, lineCol(data, docs[i].start))
+			}
+		}
+	}
+	return grouped, err
 }
 
 // NewPolicies groups policies (from ParsePolicy, each of one dependency)
@@ -113,8 +124,8 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 // request that no operation matches; the others are its operations, tried
 // in the order given. Operations may repeat what the dependency says of
 // the Transport as a whole (budget, breaker, hedging, observability,
-// time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes) but not
-// change it. NewPolicies checks every policy; the error names the
+// time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes,
+// retry.address_rotation) but not change it. NewPolicies checks every policy; the error names the
 // dependency and the field.
 func NewPolicies(docs ...Policy) (Policies, error) {
 	ps := Policies{}
@@ -567,7 +578,20 @@ func lineCol(data []byte, offset int64) string {
 // at base + its offset.
 func located(err error, data []byte, base int64) error {
 	var se *json.SyntaxError
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		var v any
+		if errors.As(json.Unmarshal(data, &v), &se) {
+			return fmt.Errorf("%s: %w", lineCol(data, se.Offset), se)
+		}
+	}
 	if errors.As(err, &se) {
+		// A Decoder's offsets count from where it began, not from the
+		// value: find the error's place in the whole of data instead.
+		var all *json.SyntaxError
+		var v any
+		if errors.As(json.Unmarshal(data, &v), &all) {
+			return fmt.Errorf("%s: %w", lineCol(data, all.Offset), err)
+		}
 		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset), err)
 	}
 	var fe *fieldError

@@ -7,6 +7,7 @@ package retryhttp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -29,6 +30,11 @@ type fieldOption struct {
 // is valid for a nil base; time_budget.connect_timeout_ms refuses any
 // other (New says so).
 func (p Policy) Options() ([]Option, error) {
+	if p.doc.Match != "" {
+		if _, err := parseRoutes([]string{p.doc.Match}); err != nil {
+			return nil, fieldErr("match", "%v", err)
+		}
+	}
 	fos, err := p.doc.options(false)
 	if err != nil {
 		return nil, err
@@ -128,7 +134,11 @@ func (d *policyDoc) retryOptions() ([]fieldOption, error) {
 	}
 	if r.Backoff != nil || r.InitialDelayMS != nil || r.MaxDelayMS != nil {
 		field, b, err := r.backoff()
-		if err != nil {
+		var fe *fieldError
+		switch {
+		case errors.As(err, &fe):
+			return nil, err
+		case err != nil:
 			return nil, fieldErr(field, "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
 		}
 		fos = append(fos, fieldOption{field, WithBackoff(b)})
@@ -183,6 +193,9 @@ func (r *retrySpec) backoff() (string, Backoff, error) {
 		maxd = max(defaultBackoffMax, base)
 	}
 	if name == "constant" {
+		if r.MaxDelayMS != nil {
+			return "retry.max_delay_ms", nil, errors.New("set, but a constant backoff has no cap: leave it out")
+		}
 		maxd = base // a constant has no cap
 	}
 	if err := baseErr(kind.fn, base, maxd); err != nil {
@@ -249,6 +262,13 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	if !idempotent && s.SideEffect != nil && !*s.SideEffect {
 		return nil, fieldErr("semantic_safety.side_effect", "false, but idempotent is not true: a request without a side effect is idempotent (write idempotent: true)")
 	}
+	var rs routes
+	if len(s.IdempotentRequests) > 0 {
+		var err error
+		if rs, err = parseRoutes(s.IdempotentRequests); err != nil {
+			return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
+		}
+	}
 	var fos []fieldOption
 	switch {
 	case !idempotent && s.SideEffect != nil && *s.SideEffect:
@@ -258,16 +278,12 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 		fos = append(fos, fieldOption{"semantic_safety.side_effect", notIdempotentOption()})
 	case idempotent:
 		fos = append(fos, fieldOption{"semantic_safety.idempotent", WithIdempotentIf(alwaysSafe)})
-	case len(s.IdempotentRequests) > 0:
-		rs, err := parseRoutes(s.IdempotentRequests)
-		if err != nil {
-			return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
-		}
+	case len(rs) > 0:
 		fos = append(fos, fieldOption{"semantic_safety.idempotent_requests", WithIdempotentIf(rs.match)})
-	case op:
-		// An operation's section that declares nothing undoes the
-		// dependency's declaration: its idempotent: false under the
-		// dependency's true.
+	case op && s.Idempotent != nil:
+		// An operation's idempotent: false (without side_effect: true)
+		// undoes the dependency's declaration, either way; a section that
+		// says nothing of it (idempotency_keys alone) keeps it.
 		fos = append(fos, fieldOption{"semantic_safety.idempotent", option("WithIdempotentIf", func(c *config) error {
 			c.declaredSafe, c.notIdempotent = nil, false
 			return nil
@@ -390,6 +406,9 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 		value := "{attempt}"
 		if ob.AttemptHeaderValue != nil {
 			value = *ob.AttemptHeaderValue
+			if err := checkAttemptValue(value); err != nil {
+				return nil, fieldErr("observability.attempt_header_value", "%q: %v", value, err)
+			}
 		}
 		fos = append(fos, fieldOption{"observability.attempt_header", WithAttemptHeader(*ob.AttemptHeader, value)})
 	case ob.AttemptHeaderValue != nil:

@@ -73,9 +73,19 @@ func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
 		return d, true
 	}
-	if v := h.Values("Ratelimit"); len(v) > 0 {
-		if d, ok := ietfRateLimit(strings.Join(v, ",")); ok {
-			return d, true
+	if lines := h.Values("Ratelimit"); len(lines) > 0 {
+		// One field on several lines is one list (RFC 9110 §5.3); each
+		// line is read alone, so that the older form's parameters of one
+		// line are not taken for another's.
+		var wait time.Duration
+		var found bool
+		for _, line := range lines {
+			if d, ok := ietfRateLimit(line); ok {
+				wait, found = max(wait, d), true
+			}
+		}
+		if found {
+			return wait, true
 		}
 	}
 	for _, family := range [...]string{"Ratelimit", "X-Ratelimit"} {
@@ -117,7 +127,11 @@ const maxHint = maxRetryAfterSeconds * time.Second
 // hintMillis parses a non-negative count of milliseconds, fractions allowed;
 // one too large to represent is maxHint.
 func hintMillis(v string) (time.Duration, bool) {
-	ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	v = strings.TrimSpace(v)
+	if !decimal.MatchString(v) { // not Go's float syntax: no sign, no inf, no hex, no _
+		return 0, false
+	}
+	ms, err := strconv.ParseFloat(v, 64)
 	if (err != nil && !errors.Is(err, strconv.ErrRange)) || ms < 0 || math.IsNaN(ms) {
 		return 0, false
 	}
@@ -162,15 +176,16 @@ func seconds(v string) (time.Duration, bool) {
 	return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second, true
 }
 
-// resetAt parses a reset field: a Unix time in seconds when it is not
-// before yesterday (GitHub's X-RateLimit-Reset, GitLab's RateLimit-Reset),
-// else seconds from now (the IETF draft's). A Unix time in the past is 0.
+// resetAt parses a reset field: a Unix time in seconds when it is one
+// (from 2001 on, or not before yesterday by the clock: GitHub's
+// X-RateLimit-Reset, GitLab's RateLimit-Reset), else seconds from now
+// (the IETF draft's). A Unix time in the past is 0.
 func resetAt(v string, now time.Time) (time.Duration, bool) {
 	n, ok := count(v)
 	if !ok {
 		return 0, false
 	}
-	if n >= now.Unix()-24*60*60 && n < 1<<40 {
+	if (n >= 1e9 || n >= now.Unix()-24*60*60) && n < 1<<40 {
 		return min(max(time.Unix(n, 0).Sub(now), 0), maxHint), true
 	}
 	return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second, true
@@ -189,6 +204,8 @@ func goDuration(v string) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+var decimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 var durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`)
 

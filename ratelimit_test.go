@@ -62,6 +62,16 @@ func TestRateLimitWait(t *testing.T) {
 		{"RateLimit t, 10^20", h("RateLimit", `"d";r=0;t=100000000000000000000`), maxHint, true},
 		{"OpenAI, 9999999h", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999h"), maxHint, true},
 		{"OpenAI, malformed", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999 hours"), 0, false},
+		// Milliseconds are digits, with a fraction at most: not Go's float syntax.
+		{"retry-after-ms, inf", h("retry-after-ms", "inf"), 0, false},
+		{"retry-after-ms, sign", h("retry-after-ms", "+100"), 0, false},
+		{"retry-after-ms, hex", h("retry-after-ms", "0x10"), 0, false},
+		{"retry-after-ms, underscores", h("retry-after-ms", "1_000"), 0, false},
+		{"retry-after-ms, fraction", h("retry-after-ms", "1.5"), 1500 * time.Microsecond, true},
+		// A Unix time long past (a stale cache, a skewed clock) is no wait.
+		{"X-RateLimit-Reset, a Unix time a year ago", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()-365*86400, 10)), 0, true},
+		// The older form on two lines: each line read alone.
+		{"RateLimit, older form, two lines", http.Header{"Ratelimit": {"remaining=0, reset=4", "remaining=5, reset=60"}}, 4 * time.Second, true},
 		{"none", h(), 0, false},
 	}
 	for _, tt := range tests {

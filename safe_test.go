@@ -86,13 +86,11 @@ func TestPolicyIdempotentRequests(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`["POST"]`, `["POST _search"]`, `["POST /[x"]`, `["PO ST /x"]`} {
-		_, err := ParsePolicy([]byte(`{"idempotent_requests": ` + bad + `}`))
-		if err == nil {
-			p, _ := ParsePolicy([]byte(`{"idempotent_requests": ` + bad + `}`))
-			_, err = p.Options()
-		}
-		if err == nil || !strings.Contains(err.Error(), "idempotent_requests") {
-			t.Errorf("idempotent_requests %s: %v, want an error naming the field", bad, err)
+		for _, safety := range []string{`{"idempotent_requests": ` + bad + `}`, `{"idempotent": true, "idempotent_requests": ` + bad + `}`} {
+			_, err := mustPolicy(t, `{"semantic_safety": `+safety+`}`).Options()
+			if err == nil || !strings.Contains(err.Error(), "field semantic_safety.idempotent_requests: ") {
+				t.Errorf("%s: %v, want an error naming the field", safety, err)
+			}
 		}
 	}
 }
@@ -191,5 +189,28 @@ func TestSideEffectWithKeys(t *testing.T) {
 	resp.Body.Close()
 	if at := base.Attempts(); len(at) != 2 || at[1].Header.Get(HeaderIdempotencyKey) == "" {
 		t.Errorf("%d attempts, want a keyed retry", len(at))
+	}
+}
+
+// An operation that only says which methods get keys keeps its
+// dependency's declaration that requests have side effects.
+func TestOperationKeepsSideEffect(t *testing.T) {
+	ps, err := LoadPolicies(strings.NewReader(`[
+	  {"dependency": "vault", "semantic_safety": {"side_effect": true}},
+	  {"dependency": "vault", "match": "* /v1/pki/*", "semantic_safety": {"idempotency_keys": ["POST"]}}
+	]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := ps["vault"].Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := retrytest.NewScriptTransport(steps(502)...)
+	tr, _ := testTransport(base, opts...)
+	resp, _ := tr.RoundTrip(newRequest(t, "PUT", "http://vault/v1/pki/issue/web", strings.NewReader("{}")))
+	resp.Body.Close()
+	if base.Count() != 1 {
+		t.Errorf("the PUT reached the server %d times, want once: the operation dropped the side effect", base.Count())
 	}
 }

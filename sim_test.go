@@ -812,7 +812,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 						bound, has = max(d, 0), true
 					}
 				}
-				if got, err := strconv.ParseInt(a.left, 10, 64); has != (a.left != "") || (has && (err != nil || got < 0 || time.Duration(got)*time.Millisecond > bound)) {
+				if got, err := strconv.ParseInt(a.left, 10, 64); has != (a.left != "") || (has && (err != nil || got < 0 || time.Duration(got)*time.Millisecond > bound+time.Millisecond)) {
 					fail("caller %s: attempt %d carried X-Deadline-Ms %q, want at most %v", c.id, j+1, a.left, bound)
 				}
 			}

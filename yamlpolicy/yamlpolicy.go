@@ -29,7 +29,7 @@ const maxSize = 16 << 20
 // (retryhttp.NewPolicies).
 func Load(r io.Reader) (retryhttp.Policies, error) {
 	dec := yaml.NewDecoder(io.LimitReader(r, maxSize))
-	var docs []retryhttp.Policy
+	var docs []doc
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -51,24 +51,44 @@ func Load(r io.Reader) (retryhttp.Policies, error) {
 	if len(docs) == 0 {
 		return nil, errors.New("yamlpolicy: no policy")
 	}
-	ps, err := retryhttp.NewPolicies(docs...)
+	all := make([]retryhttp.Policy, len(docs))
+	for i, d := range docs {
+		all[i] = d.p
+	}
+	ps, err := retryhttp.NewPolicies(all...)
 	if err != nil {
-		return nil, fmt.Errorf("yamlpolicy: %w", err)
+		// An error of the grouping (a dependency written twice without a
+		// match, an operation that changes the Transport's settings) is
+		// the first policy whose addition makes it: say its line.
+		line := 0
+		for i := range all {
+			if _, e := retryhttp.NewPolicies(all[:i+1]...); e != nil {
+				line = docs[i].line
+				break
+			}
+		}
+		return nil, fmt.Errorf("yamlpolicy: the policy at line %d: %s", line, strings.TrimPrefix(err.Error(), "retryhttp: "))
 	}
 	return ps, nil
 }
 
+// doc is one policy of a file, and the line it starts on.
+type doc struct {
+	p    retryhttp.Policy
+	line int
+}
+
 // policies reads the policies of one document: a policy, a list of them,
 // or a map of them (each a policy or a list) keyed by dependency.
-func policies(n *yaml.Node) ([]retryhttp.Policy, error) {
+func policies(n *yaml.Node) ([]doc, error) {
 	switch {
 	case n.Kind == yaml.SequenceNode:
 		return list(n, "")
 	case n.Kind == yaml.MappingNode && isPolicy(n):
 		p, err := policy(n, "")
-		return []retryhttp.Policy{p}, err
+		return []doc{{p, n.Line}}, err
 	case n.Kind == yaml.MappingNode:
-		var out []retryhttp.Policy
+		var out []doc
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, v := n.Content[i].Value, n.Content[i+1]
@@ -88,7 +108,7 @@ func policies(n *yaml.Node) ([]retryhttp.Policy, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, p)
+			out = append(out, doc{p, v.Line})
 		}
 		return out, nil
 	}
@@ -115,14 +135,14 @@ var policyKeys = map[string]bool{
 	"hedging": true, "fallback": true, "observability": true, "owner": true,
 }
 
-func list(n *yaml.Node, key string) ([]retryhttp.Policy, error) {
-	var out []retryhttp.Policy
+func list(n *yaml.Node, key string) ([]doc, error) {
+	var out []doc
 	for _, item := range n.Content {
 		p, err := policy(item, key)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, doc{p, item.Line})
 	}
 	return out, nil
 }
@@ -156,15 +176,15 @@ func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 			dep = d.Value
 		}
 	}
-	var v map[string]any
-	if err := n.Decode(&v); err != nil {
-		return fail(err)
-	}
-	if _, ok := v["dependency"]; !ok && key != "" {
-		v["dependency"] = key
-	}
 	if dep == "" {
 		return fail(errors.New("field dependency: missing: name the dependency the policy is for"))
+	}
+	v, err := value(n)
+	if err != nil {
+		return fail(err)
+	}
+	if m := v.(map[string]any); m["dependency"] == nil && key != "" {
+		m["dependency"] = key
 	}
 	js, err := json.Marshal(v)
 	if err != nil {
@@ -178,6 +198,51 @@ func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 		return fail(err)
 	}
 	return p, nil
+}
+
+// value is n as the JSON value it stands for. A scalar keeps its text
+// unless YAML types it a number, a boolean or null: a date stays the
+// string it was written as, not a timestamp.
+func value(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return value(n.Alias)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if _, dup := m[k]; dup {
+				return nil, fmt.Errorf("line %d: field %s: written twice", n.Content[i].Line, k)
+			}
+			v, err := value(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		l := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := value(c)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		return l, nil
+	}
+	switch n.ShortTag() {
+	case "!!int", "!!float", "!!bool":
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, fmt.Errorf("line %d: %v", n.Line, err)
+		}
+		return v, nil
+	case "!!null":
+		return nil, nil
+	}
+	return n.Value, nil
 }
 
 // fieldPath finds the field an error of retryhttp's is about.

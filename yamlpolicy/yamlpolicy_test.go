@@ -122,7 +122,10 @@ func TestErrors(t *testing.T) {
 		{"retry: {max_attempts_total: 3}\n", `the policy at line 1: field dependency: missing`},
 		{"owner: x\nretry: {max_attempts_total: 3}\n", `field dependency: missing`},
 		{"a: {}\na: {}\n", `line 2: dependency "a" is written twice`},
-		{"dependency: a\nowner: x\nowner: y\n", `"owner" already defined`},
+		{"dependency: a\nowner: x\nowner: y\n", `line 3: field owner: written twice`},
+		{"dependency: a\nretry: {max_attempts_total: 2, max_attempts_total: 3}\n", `written twice`},
+		{"- dependency: a\n- dependency: a\n", `the policy at line 2: dependency "a" is written twice without a match`},
+		{"- dependency: a\n- dependency: a\n  match: GET /[\n", `line 3: field match`},
 		{"dependency: a\n---\ndependency: a\n", `dependency "a" is written twice`},
 		{"a:\n  dependency: b\n", `field dependency: "b" under the key "a"`},
 		{"- retry: {}\n", "field dependency: missing"},
@@ -134,6 +137,18 @@ func TestErrors(t *testing.T) {
 		if _, err := Load(strings.NewReader(tt.file)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Load(%q) = %v, want %q", tt.file, err, tt.want)
 		}
+	}
+}
+
+// A scalar keeps the text it was written as: a dependency named like a
+// date is that name, not a timestamp.
+func TestScalarsKeepTheirText(t *testing.T) {
+	ps, err := Load(strings.NewReader("dependency: 2024-01-01\nretry: {max_attempts_total: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ps["2024-01-01"]; !ok || len(ps) != 1 {
+		t.Errorf("Load = %v, want the dependency 2024-01-01", ps)
 	}
 }
 

@@ -2,7 +2,7 @@
 // when asked (SetRetryCount), and then builds a new *http.Request for each
 // try, so that nothing in the request says it is a retry: retryhttp sees
 // it as the same request coming again right after it failed, counts it and
-// warns, but cannot give it the key of the try before. So: leave resty's
+// warns, but cannot know it for the same operation. So: leave resty's
 // retries off and let retryhttp retry; for a POST that the server
 // deduplicates, set the Idempotency-Key on the resty request, which resty
 // copies to every try. Against a fake API on loopback that answers 503
