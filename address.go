@@ -73,18 +73,6 @@ type tried struct {
 	addrs []string
 }
 
-func (t *tried) add(a string) {
-	t.mu.Lock()
-	t.addrs = append(t.addrs, a)
-	t.mu.Unlock()
-}
-
-func (t *tried) has(a string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Contains(t.addrs, a)
-}
-
 func (r *rotation) RoundTrip(req *http.Request) (*http.Response, error) {
 	host := req.URL.Hostname()
 	if host == "" || net.ParseIP(host) != nil {
@@ -95,53 +83,58 @@ func (r *rotation) RoundTrip(req *http.Request) (*http.Response, error) {
 		return r.proto.RoundTrip(req) // one address, or the dial will say
 	}
 	t, _ := req.Context().Value(triedKey{}).(*tried)
-	start := int(r.turn.Add(1) % uint64(len(addrs)))
-	pick := addrs[start]
-	if t != nil {
-		for i := range addrs {
-			if a := addrs[(start+i)%len(addrs)]; !t.has(a) {
-				pick = a
-				break
-			}
-		}
-		t.add(pick)
-	}
-	return r.pool(host, pick, port(req)).RoundTrip(req)
+	return r.pool(host, r.pick(addrs, t), port(req)).RoundTrip(req)
 }
 
-// addresses are host's addresses, resolved at most every resolveFor: a
-// request waits for the resolver only when nothing is known of host; when
-// what is known is old, one request resolves it again meanwhile, and a
+// pick is the address of an attempt: a first attempt takes the next in
+// turn (only first attempts move the turn on, so that retries do not
+// skew it); a retry, the next after the last its request tried that it
+// has not tried; when all have been tried, the one after the last.
+func (r *rotation) pick(addrs []string, t *tried) string {
+	if t == nil {
+		return addrs[r.turn.Add(1)%uint64(len(addrs))]
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var start int
+	if n := len(t.addrs); n == 0 {
+		start = int(r.turn.Add(1) % uint64(len(addrs)))
+	} else {
+		start = (slices.Index(addrs, t.addrs[n-1]) + 1) % len(addrs) // -1 (gone from the name) starts at 0
+	}
+	pick := addrs[start]
+	for i := range addrs {
+		if a := addrs[(start+i)%len(addrs)]; !slices.Contains(t.addrs, a) {
+			pick = a
+			break
+		}
+	}
+	t.addrs = append(t.addrs, pick)
+	return pick
+}
+
+// addresses are host's addresses, resolved at most every resolveFor: one
+// request at a time resolves a name whose addresses are old, on its own
+// path and bounded by its context, while the others use what is known; a
 // resolver that fails keeps what is known for another resolveFor.
 func (r *rotation) addresses(ctx context.Context, host string) ([]string, error) {
 	r.mu.RLock()
 	res := r.names[host]
 	r.mu.RUnlock()
-	if res != nil {
-		if time.Since(res.at) >= resolveFor && res.resolving.CompareAndSwap(false, true) {
-			go r.refresh(host, res)
-		}
+	if res != nil && (time.Since(res.at) < resolveFor || !res.resolving.CompareAndSwap(false, true)) {
 		return res.addrs, nil
 	}
 	addrs, err := r.resolve(ctx, host)
-	if err != nil {
+	switch {
+	case err != nil && res == nil:
 		return nil, err
+	case err != nil || len(addrs) == 0:
+		addrs = res.addrs // the last known, while the resolver fails
+	default:
+		addrs = slices.Sorted(slices.Values(addrs))
 	}
-	slices.Sort(addrs)
 	r.store(host, addrs)
 	return addrs, nil
-}
-
-// refresh resolves host again, off any request's path.
-func (r *rotation) refresh(host string, old *resolved) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	addrs, err := r.resolve(ctx, host)
-	if err != nil || len(addrs) == 0 {
-		addrs = old.addrs // the last known, while the resolver fails
-	}
-	slices.Sort(addrs)
-	r.store(host, addrs)
 }
 
 func (r *rotation) store(host string, addrs []string) {
@@ -193,7 +186,7 @@ func (r *rotation) pool(host, addr, port string) *http.Transport {
 		return dial(ctx, network, a)
 	}
 	if len(r.pools) >= 1024 {
-		for k, old := range r.pools { // bounded: close and forget the oldest few
+		for k, old := range r.pools { // bounded: close and forget one, any
 			old.CloseIdleConnections()
 			delete(r.pools, k)
 			break

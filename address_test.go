@@ -205,3 +205,32 @@ func TestAddressRotationConcurrent(t *testing.T) {
 		t.Errorf("%d of 200 requests met the bad backend twice", n)
 	}
 }
+
+// Retries do not move first attempts' turn: with one of two addresses
+// refusing connections, first attempts still alternate, so that half of
+// them, not all, meet the dead one (each then retried on the other).
+func TestAddressRotationTurnIsFirstAttempts(t *testing.T) {
+	port, _ := threeBackends(t, "ok", false)
+	var attempts atomic.Int32
+	tr := New(&http.Transport{}, WithAddressRotation(), WithoutBudget(), WithoutRetryBreaker(), WithBackoff(Constant(0)),
+		WithAttemptHook(func(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd)) {
+			attempts.Add(1)
+			return ctx, nil
+		}))
+	defer tr.CloseIdleConnections()
+	tr.c.base.(*rotation).resolve = func(context.Context, string) ([]string, error) {
+		return []string{"127.0.0.1", "127.0.0.9"}, nil // nothing listens on .9
+	}
+	const requests = 20
+	for i := range requests {
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://example.com:"+port+"/", nil))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if n := attempts.Load(); n > requests*3/2+1 {
+		t.Errorf("%d attempts for %d requests: first attempts keep meeting the dead address", n, requests)
+	}
+}

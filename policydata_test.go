@@ -73,7 +73,7 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{`{"a": {}, "b": {"retry": {"max_delay_ms": "x"}}}`, `policy "b": line 1, column 27: field retry.max_delay_ms: want a whole number, not a string`},
 		{`{"retry": {"max_attempts_total": 3}}`, `a policy without a dependency: field dependency: missing`},
 		{`{"owner": "x", "retry": {"max_attempts_total": 3}}`, `field dependency: missing`},
-		{`{"dependency": "a", "retry": {"rates": [1,}}`, `policies: line 1, column 44: invalid character`},
+		{`{"dependency": "a", "retry": {"rates": [1,}}`, `policies: line 1, column 43: invalid character`},
 		{`[1, 2]`, `want a policy (a section of fields), not a number (the policy starts at line 1, column 2)`},
 		{`{"a": {}} {}`, `data after the policies`},
 		{`{"a": {"retry": {"initial_delay_ms": 9223372036854775807}}}`, `policy "a": line 1, column 18: field retry.initial_delay_ms: 9223372036854775807 ms is too long`},
@@ -81,9 +81,14 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		{"{\"a\": {\"observability\": {\"attempt_header\": \"X-A\",\n \"attempt_header_value\": \"{bogus}\"}}}", `line 2, column 2: field observability.attempt_header_value: "{bogus}": a placeholder other than`},
 		// A syntax error in the keyed and list forms is placed in the file.
 		{"{\"a\": {},\n \"b\": {},\n \"c\": {\"retry\": {}\n}", `line 4, column 2: unexpected end of JSON input`},
-		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"b\"}\n {\"dependency\": \"c\"}]", `line 3, column 3: expected comma after array element`},
+		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"b\"}\n {\"dependency\": \"c\"}]", `line 3, column 2: expected comma after array element`},
 		// Errors of the grouping name the policy's line.
+		{"{\"a\": {\"owner\": \"é\u00e9\", \"retry\": x}}", `line 1, column 32: invalid character 'x'`}, // columns count characters, é one
 		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"a\"}]", `dependency "a" is written twice without a match: give each of its operations a match ("GET /parties/*") (the policy at line 2, column 2)`},
+		{"[{\"dependency\": \"b\", \"match\": \"GET /x\", \"budget\": {\"max_retry_ratio\": 0.5}},\n {\"dependency\": \"b\", \"budget\": {\"max_retry_ratio\": 0.1}},\n {\"dependency\": \"a\", \"match\": \"GET /y\"}]",
+			`policy "b": operation "GET /x": field budget, breaker`}, // and the line is the operation's:
+		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"b\", \"match\": \"GET /x\", \"budget\": {\"max_retry_ratio\": 0.5}},\n {\"dependency\": \"b\", \"budget\": {\"max_retry_ratio\": 0.1}}]",
+			`apply to the Transport as a whole (the policy at line 2, column 2)`},
 		{"[{\"dependency\": \"a\"},\n {\"dependency\": \"a\", \"match\": \"GET /[\"}]", `line 2, column 22: field match: "GET /[": syntax error in pattern`},
 	}
 	for _, tt := range tests {

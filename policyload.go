@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // fieldError is an error about one field of a Policy, found at offset at
@@ -104,18 +105,14 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		}
 		ps = append(ps, p)
 	}
-	grouped, err := NewPolicies(ps...)
+	grouped, at, err := group(ps)
 	if err != nil {
 		// An error of the grouping (a dependency written twice without a
-		// match, an operation that changes the Transport's settings) is
-		// the first policy whose addition makes it: say where it starts.
-		for i := range ps {
-			if _, e := NewPolicies(ps[:i+1]...); e != nil {
-				return nil, fmt.Errorf("%w (the policy at %s)", err, lineCol(data, docs[i].start))
-			}
-		}
+		// match, an operation that changes the Transport's settings):
+		// say where the policy it is about starts.
+		return nil, fmt.Errorf("%w (the policy at %s)", err, lineCol(data, docs[at].start))
 	}
-	return grouped, err
+	return grouped, nil
 }
 
 // NewPolicies groups policies (from ParsePolicy, each of one dependency)
@@ -128,47 +125,65 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 // retry.address_rotation) but not change it. NewPolicies checks every policy; the error names the
 // dependency and the field.
 func NewPolicies(docs ...Policy) (Policies, error) {
+	ps, at, err := group(docs)
+	if err != nil && len(docs) > 1 {
+		return nil, fmt.Errorf("%w (the policy at index %d of those given)", err, at)
+	}
+	return ps, err
+}
+
+// group is NewPolicies, and the index of the policy an error is about.
+func group(docs []Policy) (Policies, int, error) {
 	ps := Policies{}
-	own := map[string]bool{} // the dependency's own policy, without a match, was given
-	for _, p := range docs {
+	own := map[string]int{}   // the index of the dependency's own policy, without a match
+	ops := map[string][]int{} // the indexes of its operations
+	for i, p := range docs {
 		d := p.doc
 		if d.Dependency == "" {
-			return nil, errors.New("retryhttp: a policy has no dependency: name the dependency it is for")
+			return nil, i, errors.New("retryhttp: a policy has no dependency: name the dependency it is for")
 		}
 		if len(p.ops) > 0 {
-			return nil, fmt.Errorf("retryhttp: policy %q is already grouped with its operations: give each policy once", d.Dependency)
+			return nil, i, fmt.Errorf("retryhttp: policy %q is already grouped with its operations: give each policy once", d.Dependency)
 		}
 		q := ps[d.Dependency]
+		_, hasOwn := own[d.Dependency]
 		switch {
 		case d.Match != "":
 			q.doc.Dependency = d.Dependency
 			q.ops = append(q.ops, d)
-		case own[d.Dependency]:
-			return nil, fmt.Errorf("retryhttp: dependency %q is written twice without a match: give each of its operations a match (\"GET /parties/*\")", d.Dependency)
+			ops[d.Dependency] = append(ops[d.Dependency], i)
+		case hasOwn:
+			return nil, i, fmt.Errorf("retryhttp: dependency %q is written twice without a match: give each of its operations a match (\"GET /parties/*\")", d.Dependency)
 		default:
-			own[d.Dependency] = true
+			own[d.Dependency] = i
 			q.doc = d
 		}
 		ps[d.Dependency] = q
 	}
 	for _, name := range sortedKeys(ps) {
 		p := ps[name]
-		if !own[name] {
+		at, hasOwn := own[name]
+		if !hasOwn {
 			// Operations alone: what applies to the Transport as a whole
 			// is what the first of them that says it says.
-			for _, op := range p.ops {
+			at = ops[name][0]
+			for j, op := range p.ops {
 				if op.transportKey() != "" {
-					p.doc = op.transportPart()
+					p.doc, at = op.transportPart(), ops[name][j]
 					break
 				}
 			}
 			ps[name] = p
 		}
 		if _, err := p.Options(); err != nil {
-			return nil, fmt.Errorf("retryhttp: policy %q: %w", name, err)
+			var oe *opError
+			if errors.As(err, &oe) {
+				at = ops[name][oe.index]
+			}
+			return nil, at, fmt.Errorf("retryhttp: policy %q: %w", name, err)
 		}
 	}
-	return ps, nil
+	return ps, -1, nil
 }
 
 // A document is one policy's JSON in a file: its key in an object of
@@ -570,8 +585,17 @@ func editDistance(a, b string) int {
 func lineCol(data []byte, offset int64) string {
 	offset = min(max(offset, 0), int64(len(data)))
 	line := 1 + bytes.Count(data[:offset], []byte("\n"))
-	col := offset - int64(bytes.LastIndexByte(data[:offset], '\n'))
+	col := 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:offset], '\n')+1:offset]) // characters, not bytes
 	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// syntaxAt is where a syntax error is: its offset counts the byte at
+// fault, but for the end of the input, which has none.
+func syntaxAt(data []byte, se *json.SyntaxError) int64 {
+	if se.Offset >= int64(len(data)) {
+		return se.Offset
+	}
+	return se.Offset - 1
 }
 
 // located adds the line and column of a JSON syntax error in data, found
@@ -581,7 +605,7 @@ func located(err error, data []byte, base int64) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		var v any
 		if errors.As(json.Unmarshal(data, &v), &se) {
-			return fmt.Errorf("%s: %w", lineCol(data, se.Offset), se)
+			return fmt.Errorf("%s: %w", lineCol(data, syntaxAt(data, se)), se)
 		}
 	}
 	if errors.As(err, &se) {
@@ -590,9 +614,9 @@ func located(err error, data []byte, base int64) error {
 		var all *json.SyntaxError
 		var v any
 		if errors.As(json.Unmarshal(data, &v), &all) {
-			return fmt.Errorf("%s: %w", lineCol(data, all.Offset), err)
+			return fmt.Errorf("%s: %w", lineCol(data, syntaxAt(data, all)), err)
 		}
-		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset), err)
+		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset-1), err)
 	}
 	var fe *fieldError
 	if errors.As(err, &fe) && fe.at >= 0 {

@@ -464,21 +464,22 @@ func (p Policy) operationsOption() (Option, error) {
 	var ops []operation
 	for i := range p.ops {
 		op := &p.ops[i]
+		fail := func(err error) error { return &opError{i, opErr(op, err)} }
 		if k := op.transportKey(); k != "" && k != key {
-			return nil, opErr(op, fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
+			return nil, fail(fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
 		rs, err := parseRoutes([]string{op.Match})
 		if err != nil {
-			return nil, opErr(op, fieldErr("match", "%v", err))
+			return nil, fail(fieldErr("match", "%v", err))
 		}
 		fos, err := op.options(true)
 		if err != nil {
-			return nil, opErr(op, err)
+			return nil, fail(err)
 		}
 		opts, err := checked(fos)
 		if err != nil {
-			return nil, opErr(op, err)
+			return nil, fail(err)
 		}
 		ops = append(ops, operation{rs, opts})
 	}
@@ -487,6 +488,15 @@ func (p Policy) operationsOption() (Option, error) {
 		return nil
 	}), nil
 }
+
+// opError is an error of a dependency's operation, by its index.
+type opError struct {
+	index int
+	err   error
+}
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
 
 // opErr is err in the operation op, named by its name or its match.
 func opErr(op *policyDoc, err error) error {

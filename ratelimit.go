@@ -84,6 +84,9 @@ func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 				wait, found = max(wait, d), true
 			}
 		}
+		if !found && len(lines) > 1 { // the older form's parameters split over lines
+			wait, found = ietfRateLimit(strings.Join(lines, ","))
+		}
 		if found {
 			return wait, true
 		}

@@ -72,6 +72,7 @@ func TestRateLimitWait(t *testing.T) {
 		{"X-RateLimit-Reset, a Unix time a year ago", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", strconv.FormatInt(now.Unix()-365*86400, 10)), 0, true},
 		// The older form on two lines: each line read alone.
 		{"RateLimit, older form, two lines", http.Header{"Ratelimit": {"remaining=0, reset=4", "remaining=5, reset=60"}}, 4 * time.Second, true},
+		{"RateLimit, older form, split over lines", http.Header{"Ratelimit": {"limit=10, remaining=0", "reset=5"}}, 5 * time.Second, true},
 		{"none", h(), 0, false},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/retryhttp/retryhttp"
@@ -58,19 +60,22 @@ func Load(r io.Reader) (retryhttp.Policies, error) {
 	ps, err := retryhttp.NewPolicies(all...)
 	if err != nil {
 		// An error of the grouping (a dependency written twice without a
-		// match, an operation that changes the Transport's settings) is
-		// the first policy whose addition makes it: say its line.
-		line := 0
-		for i := range all {
-			if _, e := retryhttp.NewPolicies(all[:i+1]...); e != nil {
-				line = docs[i].line
-				break
+		// match, an operation that changes the Transport's settings) says
+		// the index of the policy it is about: say its line instead.
+		msg := strings.TrimPrefix(err.Error(), "retryhttp: ")
+		if m := atIndex.FindStringSubmatchIndex(msg); m != nil {
+			i, _ := strconv.Atoi(msg[m[2]:m[3]])
+			if i >= 0 && i < len(docs) {
+				return nil, fmt.Errorf("yamlpolicy: the policy at line %d: %s", docs[i].line, msg[:m[0]])
 			}
 		}
-		return nil, fmt.Errorf("yamlpolicy: the policy at line %d: %s", line, strings.TrimPrefix(err.Error(), "retryhttp: "))
+		return nil, fmt.Errorf("yamlpolicy: %s", msg)
 	}
 	return ps, nil
 }
+
+// atIndex finds the index NewPolicies names in an error.
+var atIndex = regexp.MustCompile(` \(the policy at index ([0-9]+) of those given\)$`)
 
 // doc is one policy of a file, and the line it starts on.
 type doc struct {
@@ -153,17 +158,22 @@ func list(n *yaml.Node, key string) ([]doc, error) {
 func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 	dep := key
 	fail := func(err error) (retryhttp.Policy, error) {
-		line := n.Line
-		if m := fieldPath.FindStringSubmatch(err.Error()); m != nil {
+		line, msg := n.Line, strings.TrimPrefix(err.Error(), "retryhttp: ")
+		if m := lineOf.FindStringSubmatch(msg); m != nil { // value's own: it knows the line
+			line, _ = strconv.Atoi(m[1])
+			msg = msg[len(m[0]):]
+		} else if m := fieldPath.FindStringSubmatch(msg); m != nil {
 			if f := find(n, strings.Split(m[1], ".")); f != nil {
 				line = f.Line
 			}
 		}
-		msg := strings.TrimPrefix(err.Error(), "retryhttp: ")
 		if dep != "" {
 			return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: policy %q, line %d: %s", dep, line, msg)
 		}
 		return retryhttp.Policy{}, fmt.Errorf("yamlpolicy: the policy at line %d: %s", line, msg)
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias // a policy written as an alias of another
 	}
 	if n.Kind != yaml.MappingNode {
 		return fail(errors.New("a policy must be a mapping"))
@@ -179,7 +189,8 @@ func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 	if dep == "" {
 		return fail(errors.New("field dependency: missing: name the dependency the policy is for"))
 	}
-	v, err := value(n)
+	budget := maxNodes
+	v, err := value(n, "", map[*yaml.Node]bool{}, &budget)
 	if err != nil {
 		return fail(err)
 	}
@@ -200,21 +211,46 @@ func policy(n *yaml.Node, key string) (retryhttp.Policy, error) {
 	return p, nil
 }
 
-// value is n as the JSON value it stands for. A scalar keeps its text
-// unless YAML types it a number, a boolean or null: a date stays the
-// string it was written as, not a timestamp.
-func value(n *yaml.Node) (any, error) {
+// maxNodes bounds the values a policy may expand to through aliases: a
+// few kilobytes of YAML can otherwise stand for billions of them.
+const maxNodes = 100_000
+
+// value is n, found at path, as the JSON value it stands for. A scalar
+// keeps its text unless YAML types it a number, a boolean or null: a date
+// stays the string it was written as, not a timestamp. A number is
+// written as JSON would have it (3.0 stays 3.0, which a whole-number field
+// refuses, as in JSON). Aliases are followed, but not in a cycle, and
+// not past maxNodes values in all.
+func value(n *yaml.Node, path string, expanding map[*yaml.Node]bool, budget *int) (any, error) {
+	if *budget--; *budget < 0 {
+		return nil, fmt.Errorf("line %d: the policy expands to more than %d values", n.Line, maxNodes)
+	}
+	at := func(format string, args ...any) error {
+		return fmt.Errorf("line %d: field %s: %s", n.Line, path, fmt.Sprintf(format, args...))
+	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return value(n.Alias)
+		if n.Alias == nil || expanding[n.Alias] {
+			return nil, at("an alias of itself")
+		}
+		expanding[n.Alias] = true
+		defer delete(expanding, n.Alias)
+		return value(n.Alias, path, expanding, budget)
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
-			if _, dup := m[k]; dup {
-				return nil, fmt.Errorf("line %d: field %s: written twice", n.Content[i].Line, k)
+			full := k
+			if path != "" {
+				full = path + "." + k
 			}
-			v, err := value(n.Content[i+1])
+			switch _, dup := m[k]; {
+			case k == "<<":
+				return nil, fmt.Errorf("line %d: field %s: merge keys are not read: write the fields", n.Content[i].Line, full)
+			case dup:
+				return nil, fmt.Errorf("line %d: field %s: written twice", n.Content[i].Line, full)
+			}
+			v, err := value(n.Content[i+1], full, expanding, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +260,7 @@ func value(n *yaml.Node) (any, error) {
 	case yaml.SequenceNode:
 		l := make([]any, 0, len(n.Content))
 		for _, c := range n.Content {
-			v, err := value(c)
+			v, err := value(c, path, expanding, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -233,17 +269,41 @@ func value(n *yaml.Node) (any, error) {
 		return l, nil
 	}
 	switch n.ShortTag() {
-	case "!!int", "!!float", "!!bool":
+	case "!!int", "!!float":
+		if jsonNumber.MatchString(n.Value) {
+			return json.Number(n.Value), nil
+		}
+		if leadingZero.MatchString(n.Value) {
+			return nil, at("%s is not a number JSON reads (an octal in YAML 1.1): write it without the leading zero", n.Value)
+		}
+		var f float64
+		if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, at("%s is not a finite number", n.Value)
+		}
 		var v any
 		if err := n.Decode(&v); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n.Line, err)
+			return nil, at("%v", err)
 		}
-		return v, nil
+		return v, nil // 0x10, 1_000: YAML's, read as the numbers they are
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, at("%v", err)
+		}
+		return b, nil
 	case "!!null":
 		return nil, nil
 	}
 	return n.Value, nil
 }
+
+var (
+	jsonNumber  = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	leadingZero = regexp.MustCompile(`^[-+]?0[0-9]`)
+)
+
+// lineOf finds the line that an error of value's starts with.
+var lineOf = regexp.MustCompile(`^line ([0-9]+): `)
 
 // fieldPath finds the field an error of retryhttp's is about.
 var fieldPath = regexp.MustCompile(`field ([A-Za-z0-9_.]+): `)

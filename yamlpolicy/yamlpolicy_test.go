@@ -1,6 +1,7 @@
 package yamlpolicy
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -123,7 +124,13 @@ func TestErrors(t *testing.T) {
 		{"owner: x\nretry: {max_attempts_total: 3}\n", `field dependency: missing`},
 		{"a: {}\na: {}\n", `line 2: dependency "a" is written twice`},
 		{"dependency: a\nowner: x\nowner: y\n", `line 3: field owner: written twice`},
-		{"dependency: a\nretry: {max_attempts_total: 2, max_attempts_total: 3}\n", `written twice`},
+		{"dependency: a\nretry:\n  max_attempts_total: 2\n  max_attempts_total: 3\n", `yamlpolicy: policy "a", line 4: field retry.max_attempts_total: written twice`},
+		{"dependency: a\nretry: &r [*r]\n", `field retry: an alias of itself`},
+		{"dependency: a\nretry: {max_attempts_total: 010}\n", `line 2: field retry.max_attempts_total: 010 is not a number JSON reads`},
+		{"dependency: a\nretry: {max_attempts_total: 3.0}\n", `field retry.max_attempts_total: want a whole number, not the number 3.0`},
+		{"dependency: a\nbudget: {max_retry_ratio: .inf}\n", `line 2: field budget.max_retry_ratio: .inf is not a finite number`},
+		{"base: &b {max_attempts_total: 3}\ndependency: a\nretry:\n  <<: *b\n", `line 4: field retry.<<: merge keys are not read`},
+		{"dependency: a\nretry:\n  <<: {max_attempts_total: 3}\n", `line 3: field retry.<<: merge keys are not read`},
 		{"- dependency: a\n- dependency: a\n", `the policy at line 2: dependency "a" is written twice without a match`},
 		{"- dependency: a\n- dependency: a\n  match: GET /[\n", `line 3: field match`},
 		{"dependency: a\n---\ndependency: a\n", `dependency "a" is written twice`},
@@ -159,5 +166,33 @@ func TestErrorsSpeakYAML(t *testing.T) {
 	if err == nil || strings.Count(err.Error(), "retryhttp:") != 0 || strings.Count(err.Error(), "yamlpolicy:") != 1 ||
 		strings.Contains(err.Error(), "JSON") || strings.Contains(err.Error(), "int64") {
 		t.Errorf("Load = %v, want one prefix and no JSON or Go words", err)
+	}
+}
+
+// A few bytes of aliases cannot stand for billions of values.
+func TestAliasesBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("dependency: a\nfallback:\n  type: x\nowner: &a0 x\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "l%d: &a%d [", i, i)
+		for j := range 9 {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	_, err := Load(strings.NewReader(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "expands to more than") {
+		t.Errorf("Load(billion laughs) = %v, want it refused for its size", err)
+	}
+}
+
+// A policy written as an alias of another is that policy.
+func TestPolicyAlias(t *testing.T) {
+	ps, err := Load(strings.NewReader("a: &p {retry: {max_attempts_total: 2}}\nb: *p\n"))
+	if err != nil || len(ps) != 2 {
+		t.Errorf("Load = %v, %v; want a and b", ps, err)
 	}
 }
