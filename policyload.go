@@ -122,8 +122,9 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 // in the order given. Operations may repeat what the dependency says of
 // the Transport as a whole (budget, breaker, hedging, observability,
 // time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes,
-// retry.address_rotation) but not change it. NewPolicies checks every policy; the error names the
-// dependency and the field.
+// retry.address_rotation) but not change it. NewPolicies checks every
+// policy; the error names the dependency, the field and, when several
+// policies are given, the index of the one it is about.
 func NewPolicies(docs ...Policy) (Policies, error) {
 	ps, at, err := group(docs)
 	if err != nil && len(docs) > 1 {
