@@ -18,21 +18,9 @@ import (
 // WithBudget, scheduleLength; not Transport, which is also a word) is
 // declared in the file itself or in a file the header names.
 func TestFileHeadersNameTheirOwnCode(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
 	declared := map[string][]string{} // name: the files that declare it
 	headers := map[string]string{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for name, f := range sourceFiles(t) {
 		for _, cg := range f.Comments {
 			if cg.Pos() < f.Package && name != "doc.go" {
 				headers[name] += cg.Text()
@@ -89,17 +77,8 @@ var camelCase = regexp.MustCompile(`[a-z][A-Z]`)
 // Each With option's doc says what it does in at most 80 words; the rest
 // is in docs/, where a user reads on.
 func TestOptionDocsAreShort(t *testing.T) {
-	fset := token.NewFileSet()
-	files, _ := filepath.Glob("*.go")
 	seen := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range sourceFiles(t) {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv != nil || !strings.HasPrefix(fd.Name.Name, "With") || fd.Doc == nil {
@@ -114,4 +93,27 @@ func TestOptionDocsAreShort(t *testing.T) {
 	if seen < 20 {
 		t.Fatalf("found %d With functions with a doc; the parser missed some", seen)
 	}
+}
+
+// sourceFiles are the package's non-test files, parsed with their
+// comments, by name.
+func sourceFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	files := map[string]*ast.File{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = f
+	}
+	return files
 }
