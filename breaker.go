@@ -75,26 +75,18 @@ type BreakerConfig struct {
 	// return quickly. Metrics count the same transitions
 	// (retryhttp_breaker_transitions_total, retryhttp_breaker_open_hosts),
 	// and a logger gets one Warn record when a breaker opens and one Info
-	// when it closes.
-	OnStateChange func(BreakerEvent)
+	// when it closes. host is in its canonical form (lower case, no
+	// default port); open says the state entered: open (retries to the
+	// host are held; FailFast: first attempts refused) or closed (the host
+	// answered).
+	OnStateChange func(host string, open bool)
 }
 
-// BreakerState is a host's breaker state.
-type BreakerState string
-
-// The states of a host's breaker.
+// The states of a host's breaker, as metrics and logs name them.
 const (
-	BreakerOpen   BreakerState = "open"   // retries to the host are held (FailFast: first attempts refused)
-	BreakerClosed BreakerState = "closed" // the host answered: retries go as their waits end
+	breakerOpen   = "open"
+	breakerClosed = "closed"
 )
-
-// BreakerEvent is a host's breaker changing state, for
-// BreakerConfig.OnStateChange.
-type BreakerEvent struct {
-	Host  string       // the host, in its canonical form (lower case, no default port)
-	State BreakerState // the state entered
-	Score int          // the host's health score when it changed (open: the threshold; closed: 0)
-}
 
 // WithRetryBreaker configures the retry breaker, on by default with the
 // zero BreakerConfig. While a host is failing, its retries are held, one

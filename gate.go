@@ -278,31 +278,31 @@ func (g *gate) report(k *call, ch change) {
 		hs.cb.mu.Unlock()
 		return
 	}
-	ev := BreakerEvent{Host: hs.host, State: BreakerClosed}
+	var score int // the host's health score when it opened (the threshold); 0 when it closed
 	if ch.opened {
-		ev = BreakerEvent{Host: hs.host, State: BreakerOpen, Score: int(hs.health.score.Load())}
+		score = int(hs.health.score.Load())
 	}
 	hs.evMu.Lock()
 	hs.cb.mu.Unlock()
 	defer hs.evMu.Unlock()
-	g.changed(k, ev)
+	g.changed(k, hs.host, ch.opened, score)
 }
 
 // changed reports a breaker transition: metrics, a log record, the
 // user's callback; no admission lock is held.
-func (g *gate) changed(k *call, ev BreakerEvent) {
+func (g *gate) changed(k *call, host string, open bool, score int) {
 	c := k.c
-	c.metrics.breakerState(ev.State)
+	c.metrics.breakerState(open)
 	if c.logger != nil {
 		level, msg := slog.LevelInfo, "retryhttp: breaker closed"
-		if ev.State == BreakerOpen {
+		if open {
 			level, msg = slog.LevelWarn, "retryhttp: breaker open"
 		}
 		c.logger.LogAttrs(k.ctx, level, msg, slog.String("name", c.displayName()),
-			slog.String("host", ev.Host), slog.Int("score", ev.Score))
+			slog.String("host", host), slog.Int("score", score))
 	}
 	if f := g.breaker.OnStateChange; f != nil {
-		f(ev)
+		f(host, open)
 	}
 }
 

@@ -67,12 +67,6 @@ func hasIdempotencyKey(h http.Header, thorough bool) bool {
 // generator of WithIdempotencyKeys.
 func NewUUIDKey() string { return uuid.NewString() }
 
-// NewQuotedUUIDKey returns a random UUID as a quoted string, the
-// Structured Field form that the IETF Idempotency-Key draft specifies
-// (Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"). Pass it to
-// WithKeyGenerator for servers that follow the draft to the letter.
-func NewQuotedUUIDKey() string { return `"` + uuid.NewString() + `"` }
-
 // methodSet is a small set of methods; it is tiny, so a slice beats a map.
 type methodSet []string
 

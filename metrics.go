@@ -160,8 +160,8 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	tm.hedges = m.hedges.WithLabelValues(name)
 	tm.hedgesWon = m.hedgeWon.WithLabelValues(name)
 	tm.openHosts = m.openHost.WithLabelValues(name)
-	tm.opened = m.breakerT.WithLabelValues(name, string(BreakerOpen))
-	tm.closed = m.breakerT.WithLabelValues(name, string(BreakerClosed))
+	tm.opened = m.breakerT.WithLabelValues(name, breakerOpen)
+	tm.closed = m.breakerT.WithLabelValues(name, breakerClosed)
 	for i, source := range layerLabels {
 		tm.layered[i] = m.layered.WithLabelValues(name, source)
 	}
@@ -232,11 +232,11 @@ func (tm *transportMetrics) hedgeWon() {
 	}
 }
 
-func (tm *transportMetrics) breakerState(s BreakerState) {
+func (tm *transportMetrics) breakerState(open bool) {
 	if tm == nil {
 		return
 	}
-	if s == BreakerOpen {
+	if open {
 		tm.opened.Inc()
 		tm.openHosts.Inc()
 		return

@@ -410,8 +410,9 @@ func WithDialTimeout(d time.Duration) Option {
 }
 
 // WithKeyGenerator sets the function that makes idempotency keys for
-// WithIdempotencyKeys, for example NewQuotedUUIDKey. The default is
-// NewUUIDKey. It must be safe for concurrent use.
+// WithIdempotencyKeys: for the IETF draft's quoted form,
+// func() string { return strconv.Quote(retryhttp.NewUUIDKey()) }. The
+// default is NewUUIDKey. It must be safe for concurrent use.
 func WithKeyGenerator(gen func() string) Option {
 	return option("WithKeyGenerator", func(c *config) error {
 		if gen == nil {

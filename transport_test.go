@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func TestIdempotencyKeyInjection(t *testing.T) {
 	})
 	t.Run("generator", func(t *testing.T) {
 		base := retrytest.NewScriptTransport()
-		tr, _ := testTransport(base, WithIdempotencyKeys(), WithKeyGenerator(NewQuotedUUIDKey))
+		tr, _ := testTransport(base, WithIdempotencyKeys(), WithKeyGenerator(func() string { return strconv.Quote(NewUUIDKey()) }))
 		resp, err := tr.RoundTrip(newRequest(t, "POST", "http://example.test/", nil))
 		if err != nil {
 			t.Fatal(err)
