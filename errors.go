@@ -28,11 +28,15 @@ const (
 	GiveUpBudget       GiveUpReason = "budget"        // the host's retry budget is spent
 	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held until its limit, and the host failed since
 	GiveUpCircuitOpen  GiveUpReason = "circuit_open"  // BreakerConfig.FailFast: the host's breaker is open
+	GiveUpThrottled    GiveUpReason = "throttled"     // WithThrottle refused the first attempt
+	GiveUpQuota        GiveUpReason = "quota"         // WithQuotaPacing or WithRateLimit: the wait would be too long
+	GiveUpLimit        GiveUpReason = "limit"         // WithConcurrencyLimit: no slot within the deadline, or its queue is full
 )
 
 // giveUpReasons lists every reason, for the metrics' series.
 var giveUpReasons = [...]GiveUpReason{GiveUpUnsafeMethod, GiveUpBody, GiveUpAttempts,
-	GiveUpRetryAfter, GiveUpDeadline, GiveUpMaxElapsed, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen}
+	GiveUpRetryAfter, GiveUpDeadline, GiveUpMaxElapsed, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen,
+	GiveUpThrottled, GiveUpQuota, GiveUpLimit}
 
 // phrase says the reason in words, for Error's text.
 func (r GiveUpReason) phrase() string {
@@ -55,6 +59,12 @@ func (r GiveUpReason) phrase() string {
 		return "the retry was held by the breaker until its time ran out"
 	case GiveUpCircuitOpen:
 		return "the host's circuit is open"
+	case GiveUpThrottled:
+		return "the throttle refused it, as the host refuses many"
+	case GiveUpQuota:
+		return "the host's quota or rate would not allow it in time"
+	case GiveUpLimit:
+		return "no slot of the concurrency limit came free in time"
 	}
 	return string(r)
 }

@@ -11,6 +11,7 @@ package retryhttp
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,14 +42,17 @@ const (
 	kindLeave             // a retry leaving a hold: released, or at its limit
 	kindProbe             // a held retry going as the breaker's probe
 	kindHedge             // a hedged copy of a first attempt
+	kindSend              // a retry about to be sent, its wait over (pacers only)
 )
 
 // ask is one question to the controllers.
 type ask struct {
-	kind    kind
-	sec     int64 // the Unix second asked in
-	healthy bool  // the host is not failing
-	free    bool  // never reached the server: costs it nothing
+	kind     kind
+	sec      int64 // the Unix second asked in
+	healthy  bool  // the host is not failing
+	free     bool  // never reached the server: costs it nothing
+	now      int64 // pacers: mono when asked
+	deadline int64 // pacers: mono by which the attempt must have gone, 0 if none
 }
 
 type act uint8
@@ -57,6 +61,8 @@ const (
 	actSend act = iota
 	actHold
 	actRefuse
+	actWait  // pacers: wait for verdictOf.wait, then go
+	actQueue // the concurrency limit: wait in its queue for a slot
 )
 
 // taken is what the controllers took for an attempt that goes.
@@ -64,12 +70,15 @@ type taken struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
 	probe      uint64 // the breaker made it the probe with this ticket
+	quota      bool   // quota pacing counted it
+	slot       bool   // it holds a slot of the concurrency limit
 }
 
 // verdictOf is a controller's answer.
 type verdictOf struct {
 	act    act
-	reason GiveUpReason // with actRefuse
+	reason GiveUpReason  // with actRefuse; with actWait and actQueue, if it cannot wait
+	wait   time.Duration // with actWait
 	taken
 }
 
@@ -87,20 +96,38 @@ type seen struct {
 	retry    bool   // the attempt was a retry or a probe
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
 	probe    uint64 // the attempt was this probe
+
+	// For the pacers, of every attempt they let go:
+	sent     bool        // it reached the host, or may have, and was not canceled
+	rejected bool        // the host turned it away: 429, 502, 503, 504, a timeout or a connection error
+	slot     bool        // it held a slot of the concurrency limit
+	quota    bool        // quota pacing counted it
+	now      int64       // mono when it ended
+	start    int64       // mono when it was sent
+	rtt      int64       // how long it took, in nanoseconds
+	status   int         // its response's status, 0 if none
+	header   http.Header // its response's header, nil if none
+	wall     time.Time   // when it ended, by the wall clock, with a header
 }
 
 // change is a controller's transition. With locked, the breaker's lock is
 // still held, so that the gate reports transitions in order.
 type change struct{ opened, closed, locked bool }
 
-// gate is a Transport's admission: its budget, breaker and hedging, and
-// the state of every host it has sent to.
+// gate is a Transport's admission: its budget, breaker and hedging, its
+// pacers (pacing.go), and the state of every host it has sent to.
 type gate struct {
-	budget  *Budget        // nil: no budget
-	breaker *BreakerConfig // resolved; nil: no breaker
-	hedge   *HedgeConfig   // nil: no hedging
-	hosts   hostMap[hostState]
-	tickets atomic.Uint64 // names probes; its count is the probes claimed
+	budget   *Budget        // nil: no budget
+	breaker  *BreakerConfig // resolved; nil: no breaker
+	hedge    *HedgeConfig   // nil: no hedging
+	throttle float64        // WithThrottle's ratio; 0: none
+	rate     *rateConfig    // nil: no static rate limit
+	quota    *quotaConfig   // nil: no quota pacing
+	limit    *limitConfig   // nil: no concurrency limit
+	paced    bool           // any pacer is on
+	gauges   *gauges        // the pacers' state, for the metrics; nil: none
+	hosts    hostMap[hostState]
+	tickets  atomic.Uint64 // names probes; its count is the probes claimed
 }
 
 // hostState is one host's admission: its health and its controllers.
@@ -112,6 +139,12 @@ type hostState struct {
 	buf    [2]controller // ctls' array: the list costs no allocation
 	lat    *latencies    // recent latencies, with hedging only
 	host   string        // the canonical host, for breaker events
+	pacers []controller  // the pacers that are on, in their order
+	pbuf   [4]controller // pacers' array
+	thr    throttle
+	rate   staticRate
+	quo    quota
+	lim    limiter
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
@@ -128,11 +161,17 @@ type ticket struct {
 	charged    bool          // the next attempt is charged to the budget, in chargedSec
 	chargedSec int64
 	probe      uint64 // the attempt in flight is this probe, if not 0
+	quota      bool   // the attempt in flight was counted by quota pacing
+	slot       bool   // the attempt in flight holds a slot of the concurrency limit
 	lastDelay  time.Duration
 }
 
-func newGate(budget *Budget, breaker *BreakerConfig, hedge *HedgeConfig) *gate {
-	g := &gate{budget: budget, breaker: breaker, hedge: hedge}
+func newGate(c *config, breaker *BreakerConfig) *gate {
+	g := &gate{budget: c.budget, breaker: breaker, hedge: c.hedge,
+		throttle: c.throttle, rate: c.rate, quota: c.quota, limit: c.limit, paced: c.paced()}
+	if g.paced {
+		g.gauges = c.metrics.gauges()
+	}
 	g.hosts.init = func(key string, h *hostState) {
 		h.host = key
 		h.ctls = h.buf[:0]
@@ -148,12 +187,13 @@ func newGate(budget *Budget, breaker *BreakerConfig, hedge *HedgeConfig) *gate {
 		if g.hedge != nil {
 			h.lat = new(latencies)
 		}
+		g.initPacers(h)
 	}
 	g.hosts.evictable = func(h *hostState) bool {
 		h.cb.mu.Lock()
 		quiet := !h.cb.open && h.cb.probing == 0 && h.cb.nHeld.Load() == 0
 		h.cb.mu.Unlock()
-		if !quiet || h.health.score.Load() != 0 {
+		if !quiet || h.health.score.Load() != 0 || !h.pacersQuiet() {
 			return false
 		}
 		if h.bud.e != nil {
@@ -173,10 +213,18 @@ func (g *gate) enter(k *call, scheme, host string) {
 	k.hs = g.hosts.getKey(key, kb, k.t.sec)
 }
 
-// admitFirst asks the controllers for a first attempt: the budget counts
-// it; only FailFast refuses one, while the host's breaker is open.
-func (g *gate) admitFirst(k *call) bool {
+// admitFirst asks the controllers for a first attempt: the pacers first,
+// if any is on (pacing.go), then the budget counts it; of these two, only
+// FailFast refuses one, while the host's breaker is open. It returns why
+// the attempt may not go, or the context's error if it ended while the
+// attempt waited.
+func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
 	hs := k.hs
+	if g.paced {
+		if reason, err := g.pace(k, 1); reason != "" || err != nil {
+			return reason, err
+		}
+	}
 	if !hs.cb.isOpen.Load() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
@@ -184,11 +232,16 @@ func (g *gate) admitFirst(k *call) bool {
 		if hs.bud.e != nil {
 			hs.bud.countFirst(k.t.sec)
 		}
-		return true
+		return "", nil
 	}
 	v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true})
 	k.t.probe = v.probe
-	return v.act == actSend
+	if v.act != actSend {
+		g.unpace(hs, taken{quota: k.t.quota, slot: k.t.slot})
+		k.t.quota, k.t.slot = false, false
+		return v.reason, nil
+	}
+	return "", nil
 }
 
 // ask asks each controller in order: the first refusal decides; a hold
@@ -239,6 +292,9 @@ func (g *gate) record(k *call, r *result) {
 	hs, t := k.hs, &k.t
 	if hs == nil {
 		return
+	}
+	if g.paced {
+		g.paceRecord(k, r)
 	}
 	o := seen{retry: t.retry, probe: t.probe}
 	t.probe = 0
@@ -315,11 +371,17 @@ func (g *gate) scoreCap() int32 {
 	return failingAfter
 }
 
-// abandon ends the probe in flight without a result: the base panicked.
+// abandon ends the probe in flight without a result, and gives back what
+// the pacers took for the attempt: the base panicked, or the attempt is
+// not sent after all.
 func (g *gate) abandon(k *call) {
 	if k.hs != nil && k.t.probe != 0 {
 		k.hs.cb.undo(taken{probe: k.t.probe})
 		k.t.probe = 0
+	}
+	if k.hs != nil && (k.t.quota || k.t.slot) {
+		g.unpace(k.hs, taken{quota: k.t.quota, slot: k.t.slot})
+		k.t.quota, k.t.slot = false, false
 	}
 }
 

@@ -28,6 +28,13 @@ import (
 //	retryhttp_hedges_won_total{name}          hedged copies whose answer was returned
 //	retryhttp_breaker_open_hosts{name}        hosts whose retry breaker is open now
 //	retryhttp_breaker_transitions_total{name,state}  breaker transitions, by the state entered
+//	retryhttp_throttle_refusal_ratio{name}    WithThrottle: the share of first attempts it refuses now
+//	retryhttp_quota_remaining{name}           WithQuotaPacing: the quota predicted to be left
+//	retryhttp_concurrency_limit{name}         WithConcurrencyLimit: the limit now
+//
+// The last three are of the host that changed them last. What the pacers
+// refuse is in retryhttp_giveups_total, reasons throttled, quota and
+// limit.
 //
 // Error classes are timeout, canceled, refused (a connection refused, or an
 // HTTP/2 stream refused or beyond a GOAWAY), reset, eof and error; a
@@ -44,6 +51,7 @@ type Metrics struct {
 	hedgeWon *prometheus.CounterVec
 	openHost *prometheus.GaugeVec
 	breakerT *prometheus.CounterVec
+	pacer    [numGauges]*prometheus.GaugeVec
 
 	mu     sync.Mutex
 	byName map[string]*transportMetrics
@@ -94,6 +102,20 @@ func NewMetrics() *Metrics {
 			Name: "retryhttp_breaker_transitions_total",
 			Help: "Retry breaker transitions, by the state entered (open, closed).",
 		}, []string{"name", "state"}),
+		pacer: [numGauges]*prometheus.GaugeVec{
+			gaugeThrottle: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Name: "retryhttp_throttle_refusal_ratio",
+				Help: "The share of first attempts that WithThrottle refuses now, of the host that changed it last.",
+			}, []string{"name"}),
+			gaugeQuota: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Name: "retryhttp_quota_remaining",
+				Help: "The quota predicted to be left (WithQuotaPacing), of the host that changed it last.",
+			}, []string{"name"}),
+			gaugeLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Name: "retryhttp_concurrency_limit",
+				Help: "The concurrency limit now (WithConcurrencyLimit), of the host that changed it last.",
+			}, []string{"name"}),
+		},
 		byName: make(map[string]*transportMetrics),
 	}
 }
@@ -110,6 +132,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.hedgeWon.Describe(ch)
 	m.openHost.Describe(ch)
 	m.breakerT.Describe(ch)
+	for _, g := range m.pacer {
+		g.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -124,6 +149,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.hedgeWon.Collect(ch)
 	m.openHost.Collect(ch)
 	m.breakerT.Collect(ch)
+	for _, g := range m.pacer {
+		g.Collect(ch)
+	}
 }
 
 // WithMetrics makes the Transport record into m. The default records
@@ -168,6 +196,9 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	for i, reason := range giveUpReasons {
 		tm.giveups[i] = m.giveups.WithLabelValues(name, string(reason))
 	}
+	for i, g := range m.pacer {
+		tm.pacer.g[i] = &stateGauge{g.WithLabelValues(name)}
+	}
 	m.byName[name] = tm
 	return tm
 }
@@ -199,6 +230,44 @@ type transportMetrics struct {
 	backoff   prometheus.Observer
 	attempts  labelCache
 	retries   labelCache
+	pacer     gauges
+}
+
+// gaugeKind names a pacer's gauge.
+type gaugeKind int
+
+const (
+	gaugeThrottle gaugeKind = iota
+	gaugeQuota
+	gaugeLimit
+	numGauges
+)
+
+// gauges are a Transport's pacer gauges.
+type gauges struct{ g [numGauges]*stateGauge }
+
+// stateGauge is one; a nil one records nothing.
+type stateGauge struct{ g prometheus.Gauge }
+
+func (g *stateGauge) set(v float64) {
+	if g != nil {
+		g.g.Set(v)
+	}
+}
+
+func (gs *gauges) of(k gaugeKind) *stateGauge {
+	if gs == nil {
+		return nil
+	}
+	return gs.g[k]
+}
+
+// gauges returns the pacer gauges, nil without metrics.
+func (tm *transportMetrics) gauges() *gauges {
+	if tm == nil {
+		return nil
+	}
+	return &tm.pacer
 }
 
 func (tm *transportMetrics) request(method string) {

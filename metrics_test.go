@@ -101,8 +101,11 @@ retryhttp_giveups_total{name="api",reason="breaker"} 0
 retryhttp_giveups_total{name="api",reason="budget"} 1
 retryhttp_giveups_total{name="api",reason="circuit_open"} 0
 retryhttp_giveups_total{name="api",reason="deadline"} 1
+retryhttp_giveups_total{name="api",reason="limit"} 0
 retryhttp_giveups_total{name="api",reason="max_elapsed"} 0
+retryhttp_giveups_total{name="api",reason="quota"} 0
 retryhttp_giveups_total{name="api",reason="retry_after"} 1
+retryhttp_giveups_total{name="api",reason="throttled"} 0
 retryhttp_giveups_total{name="api",reason="unsafe_method"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),

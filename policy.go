@@ -117,6 +117,10 @@ type config struct {
 	budget            *Budget        // WithBudget
 	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled
 	hedge             *HedgeConfig   // WithHedging, or nil
+	throttle          float64        // WithThrottle's ratio, or 0
+	rate              *rateConfig    // WithRateLimit, or nil
+	quota             *quotaConfig   // WithQuotaPacing, or nil
+	limit             *limitConfig   // WithConcurrencyLimit, or nil
 	gate              *gate          // admission, built from the three above; nil if all are off
 	held              *memPool       // the memory that waiting retries' kept responses may hold
 	metricsSrc        *Metrics
@@ -193,15 +197,15 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.layers = new(layers)
 	c.held = newMemPool(defaultHeldBodyMemory)
-	if c.budget != nil || c.breaker != nil || c.hedge != nil {
+	if c.metricsSrc != nil {
+		c.metrics = c.metricsSrc.forTransport(c.name)
+	}
+	if c.budget != nil || c.breaker != nil || c.hedge != nil || c.paced() {
 		var b *BreakerConfig
 		if c.breaker != nil {
 			b = resolveBreaker(*c.breaker, c.schedule)
 		}
-		c.gate = newGate(c.budget, b, c.hedge)
-	}
-	if c.metricsSrc != nil {
-		c.metrics = c.metricsSrc.forTransport(c.name)
+		c.gate = newGate(c, b)
 	}
 	c.operationConfigs()
 	return c, nil

@@ -58,6 +58,7 @@ type policyDoc struct {
 	Budget         *budgetSpec     `json:"budget"`
 	Breaker        *breakerSpec    `json:"breaker"`
 	Hedging        *hedgeSpec      `json:"hedging"`
+	Overload       *overloadSpec   `json:"overload"`
 	Fallback       *fallback       `json:"fallback"`
 	Observability  *observability  `json:"observability"`
 	Owner          string          `json:"owner"`
@@ -129,6 +130,20 @@ type hedgeSpec struct {
 	DelayMS    int64   `json:"delay_ms"`
 	Percentile float64 `json:"percentile"`
 	MaxExtra   int     `json:"max_extra"`
+}
+
+// overloadSpec turns on the pacers: WithThrottle(ThrottleRatio),
+// WithConcurrencyLimit(ConcurrencyMin, ConcurrencyMax) (a min left out is
+// the max: a fixed limit), WithQuotaPacing(QuotaMaxWaitMS, QuotaSpread)
+// and WithRateLimit(RatePerSecond, RateBurst) (a burst left out is 1).
+type overloadSpec struct {
+	ThrottleRatio  *float64 `json:"throttle_ratio"`
+	ConcurrencyMin *int     `json:"concurrency_min"`
+	ConcurrencyMax *int     `json:"concurrency_max"`
+	QuotaMaxWaitMS *int64   `json:"quota_max_wait_ms"`
+	QuotaSpread    *bool    `json:"quota_spread"`
+	RatePerSecond  *float64 `json:"rate_per_second"`
+	RateBurst      *int     `json:"rate_burst"`
 }
 
 // fallback is what the caller serves when the dependency cannot answer:

@@ -50,6 +50,13 @@ var policyFields = []struct{ path, value, option string }{
 	{"hedging.delay_ms", `20`, "WithHedging"},
 	{"hedging.percentile", `0.9`, "WithHedging"},
 	{"hedging.max_extra", `2`, "WithHedging"},
+	{"overload.throttle_ratio", `1.5`, "WithThrottle"},
+	{"overload.concurrency_min", `4`, "WithConcurrencyLimit"}, // with concurrency_max (alone, an error)
+	{"overload.concurrency_max", `32`, "WithConcurrencyLimit"},
+	{"overload.quota_max_wait_ms", `5000`, "WithQuotaPacing"},
+	{"overload.quota_spread", `true`, "WithQuotaPacing"}, // with quota_max_wait_ms (alone, an error)
+	{"overload.rate_per_second", `10`, "WithRateLimit"},
+	{"overload.rate_burst", `5`, "WithRateLimit"}, // with rate_per_second (alone, an error)
 	{"observability.emit_attempt_metric", `true`, "WithMetrics"},
 	{"observability.tag_dependency", `true`, "WithName"},
 	{"observability.trace_attempts", `true`, "WithAttemptHook"},
@@ -108,6 +115,12 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 		case "dependency":
 		case "observability.attempt_header_value":
 			doc = `{"dependency": "d", "observability": {"attempt_header": "X-A", "attempt_header_value": ` + f.value + `}}`
+		case "overload.concurrency_min":
+			doc = `{"dependency": "d", "overload": {"concurrency_max": 32, "concurrency_min": ` + f.value + `}}`
+		case "overload.quota_spread":
+			doc = `{"dependency": "d", "overload": {"quota_max_wait_ms": 100, "quota_spread": ` + f.value + `}}`
+		case "overload.rate_burst":
+			doc = `{"dependency": "d", "overload": {"rate_per_second": 1, "rate_burst": ` + f.value + `}}`
 		default:
 			doc = nest(f.path, f.value)
 		}

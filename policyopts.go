@@ -78,7 +78,7 @@ func (d *policyDoc) options(op bool) ([]fieldOption, error) {
 	}
 	if !op {
 		rows = append([]func(*policyDoc) ([]fieldOption, error){
-			(*policyDoc).budgetOptions, (*policyDoc).breakerOptions, (*policyDoc).hedgeOptions,
+			(*policyDoc).budgetOptions, (*policyDoc).breakerOptions, (*policyDoc).hedgeOptions, (*policyDoc).overloadOptions,
 			(*policyDoc).transportTimeOptions, (*policyDoc).observabilityOptions,
 		}, rows...)
 	}
@@ -368,6 +368,49 @@ func (d *policyDoc) hedgeOptions() ([]fieldOption, error) {
 	}, nil
 }
 
+// overloadOptions: the overload section, each pacer from its fields.
+func (d *policyDoc) overloadOptions() ([]fieldOption, error) {
+	o := d.Overload
+	if o == nil {
+		return nil, nil
+	}
+	var fos []fieldOption
+	if o.ThrottleRatio != nil {
+		fos = append(fos, fieldOption{"overload.throttle_ratio", WithThrottle(*o.ThrottleRatio)})
+	}
+	switch {
+	case o.ConcurrencyMax != nil:
+		lo := *o.ConcurrencyMax
+		if o.ConcurrencyMin != nil {
+			lo = *o.ConcurrencyMin
+		}
+		fos = append(fos, fieldOption{"overload.concurrency_min, overload.concurrency_max", WithConcurrencyLimit(lo, *o.ConcurrencyMax)})
+	case o.ConcurrencyMin != nil:
+		return nil, fieldErr("overload.concurrency_min", "set, but concurrency_max is not: give the largest limit")
+	}
+	switch {
+	case o.QuotaMaxWaitMS != nil:
+		wait, err := millis("overload.quota_max_wait_ms", *o.QuotaMaxWaitMS)
+		if err != nil {
+			return nil, err
+		}
+		fos = append(fos, fieldOption{"overload.quota_max_wait_ms", WithQuotaPacing(wait, o.QuotaSpread != nil && *o.QuotaSpread)})
+	case o.QuotaSpread != nil:
+		return nil, fieldErr("overload.quota_spread", "set, but quota_max_wait_ms is not: give the longest wait for a quota")
+	}
+	switch {
+	case o.RatePerSecond != nil:
+		burst := 1
+		if o.RateBurst != nil {
+			burst = *o.RateBurst
+		}
+		fos = append(fos, fieldOption{"overload.rate_per_second, overload.rate_burst", WithRateLimit(*o.RatePerSecond, burst)})
+	case o.RateBurst != nil:
+		return nil, fieldErr("overload.rate_burst", "set, but rate_per_second is not: give the rate")
+	}
+	return fos, nil
+}
+
 // observabilityOptions: the observability section.
 func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 	ob := d.Observability
@@ -431,16 +474,16 @@ func (d *policyDoc) transportKey() string {
 	if d.Retry != nil {
 		body, rotate = d.Retry.BodyBufferLimit, d.Retry.AddressRotation
 	}
-	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && body == nil && rotate == nil {
+	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && d.Overload == nil && body == nil && rotate == nil {
 		return ""
 	}
-	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, body, rotate})
+	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, d.Overload, body, rotate})
 	return string(b)
 }
 
 // transportPart is what d says of the Transport as a whole, alone.
 func (d *policyDoc) transportPart() policyDoc {
-	q := policyDoc{Dependency: d.Dependency, Budget: d.Budget, Breaker: d.Breaker, Hedging: d.Hedging, Observability: d.Observability}
+	q := policyDoc{Dependency: d.Dependency, Budget: d.Budget, Breaker: d.Breaker, Hedging: d.Hedging, Overload: d.Overload, Observability: d.Observability}
 	if d.TimeBudget != nil && d.TimeBudget.ConnectTimeoutMS != nil {
 		q.TimeBudget = &timeBudget{ConnectTimeoutMS: d.TimeBudget.ConnectTimeoutMS}
 	}
@@ -466,7 +509,7 @@ func (p Policy) operationsOption() (Option, error) {
 		op := &p.ops[i]
 		fail := func(err error) error { return &opError{i, opErr(op, err)} }
 		if k := op.transportKey(); k != "" && k != key {
-			return nil, fail(fieldErr("budget, breaker, hedging, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
+			return nil, fail(fieldErr("budget, breaker, hedging, overload, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
 				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
 		}
 		rs, err := parseRoutes([]string{op.Match})

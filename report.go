@@ -40,6 +40,20 @@ func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Du
 	return nil, &Error{Attempts: attempt, Reason: reason, Err: r.err}
 }
 
+// refused ends a request that admission refused before its first
+// attempt: an *Error with no attempts and the reason, wrapping
+// ErrCircuitOpen (FailFast) or errRefused (a pacer), or the context's
+// error if it ended while the attempt waited for a pacer.
+func (k *call) refused(reason GiveUpReason, err error) (*http.Response, error) {
+	if err == nil {
+		err = errRefused
+		if reason == GiveUpCircuitOpen {
+			err = ErrCircuitOpen
+		}
+	}
+	return k.giveUp(reason, 0, &result{err: err}, 0)
+}
+
 // logAttrs are the attributes of a log record: the Transport's name, the
 // method, the host and, only if WithLogRoute says what, the route. They
 // never include a header value, the URL path (where some APIs put their

@@ -99,9 +99,11 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.body.tee != nil {
 		defer k.body.tee.release()
 	}
-	if k.hs != nil && !c.gate.admitFirst(&k) {
-		closeBody(body)
-		return k.giveUp(GiveUpCircuitOpen, 0, &result{err: ErrCircuitOpen}, 0)
+	if k.hs != nil {
+		if reason, err := c.gate.admitFirst(&k); reason != "" || err != nil {
+			closeBody(body)
+			return k.refused(reason, err)
+		}
 	}
 	var prev time.Duration
 	for attempt := 1; ; attempt++ {
@@ -210,7 +212,7 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 // only if the retry may be held and give up later.
 func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
 	g := k.c.gate
-	mayHold := g != nil && g.breaker != nil // held, or refused after the wait: either gives up with it
+	mayHold := g != nil && (g.breaker != nil || g.paced) // held, or refused after the wait: either gives up with it
 	switch {
 	case r.resp == nil:
 	case mayHold:
@@ -229,11 +231,18 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 		nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
 		reason, err = g.afterWait(k, nb, limit)
 	}
+	if reason == "" && err == nil && g != nil && g.paced {
+		if reason, err = g.pace(k, 2); err != nil {
+			reason = ""
+		}
+	}
 	switch reason {
 	case GiveUpBreaker:
 		r.err = noResponse(r, ErrBreakerHold)
 	case GiveUpCircuitOpen:
 		r.err = noResponse(r, ErrCircuitOpen)
+	case GiveUpThrottled, GiveUpLimit, GiveUpQuota:
+		r.err = noResponse(r, errRefused)
 	}
 	return reason, err
 }

@@ -1,0 +1,199 @@
+// This file holds the concurrency limit, one of admission's pacers
+// (pacing.go): per host, at most limit attempts in flight, the rest
+// waiting in a short queue for their turn, no longer than their deadline;
+// with a range, the limit adapts to the host: down when its answers slow
+// or it sheds (429, 503), up while they come back as fast as it can serve.
+
+package retryhttp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+const (
+	// limitTolerance is how much slower than the fastest recent answer an
+	// answer may be and still count as unqueued: slower, the host is
+	// queueing, and the limit goes down.
+	limitTolerance = 1.5
+	// limitBackoff is what a drop multiplies the limit by.
+	limitBackoff = 0.9
+	// limitMinWindow is how long the fastest answer is remembered: it is
+	// the fastest of this window and the one before, so that a host that
+	// became slower for good is believed within two windows.
+	limitMinWindow = 10 * time.Second
+)
+
+// WithConcurrencyLimit limits the attempts in flight to each host: fixed
+// with min == max (a bulkhead), else adaptive from max, cut by a tenth
+// when the host sheds (429, 503), times out or answers 1.5 × slower than
+// its fastest of late, grown by one per limit's worth of fast answers.
+// Up to max attempts over the limit wait their turn, within their
+// deadline; the others end at once with an [*Error], reason [GiveUpLimit].
+func WithConcurrencyLimit(min, max int) Option {
+	return option("WithConcurrencyLimit", func(c *config) error {
+		if min < 1 || max < min || max > 1<<20 {
+			return fmt.Errorf("min %d and max %d must satisfy 1 <= min <= max <= %d", min, max, 1<<20)
+		}
+		c.limit = &limitConfig{min: min, max: max}
+		return nil
+	})
+}
+
+type limitConfig struct{ min, max int }
+
+// limiter is one host's concurrency limit.
+type limiter struct {
+	cfg      *limitConfig
+	mu       sync.Mutex
+	limit    float64
+	inflight int
+	waiters  []chan struct{} // FIFO; a closed channel is a granted slot
+	minRTT   [2]int64        // the fastest answer of this window and of the last
+	windowAt int64           // mono start of this window
+	cutAt    int64           // mono of the last cut: answers to attempts sent before it do not cut again
+	g        *stateGauge
+}
+
+func (l *limiter) init(cfg *limitConfig) {
+	l.cfg, l.limit = cfg, float64(cfg.max)
+}
+
+// admit gives an attempt a slot if one is free; otherwise it queues, or,
+// with max waiting already, is refused.
+func (l *limiter) admit(a ask) verdictOf {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case len(l.waiters) == 0 && l.inflight < l.cap():
+		l.inflight++
+		return verdictOf{act: actSend, taken: taken{slot: true}}
+	case len(l.waiters) >= l.cfg.max:
+		return refuse(GiveUpLimit)
+	}
+	return verdictOf{act: actQueue, reason: GiveUpLimit}
+}
+
+// cap is the whole number of slots; mu is held.
+func (l *limiter) cap() int { return max(int(l.limit), 1) }
+
+// queue waits for a slot until ctx ends or its deadline (mono, 0: none)
+// passes: it reports whether it got one.
+func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
+	l.mu.Lock()
+	if len(l.waiters) == 0 && l.inflight < l.cap() {
+		l.inflight++
+		l.mu.Unlock()
+		return true, nil
+	}
+	if len(l.waiters) >= l.cfg.max {
+		l.mu.Unlock()
+		return false, nil
+	}
+	ch := make(chan struct{})
+	l.waiters = append(l.waiters, ch)
+	l.mu.Unlock()
+	var expired <-chan time.Time
+	if deadline != 0 {
+		t := time.NewTimer(time.Duration(deadline - mono()))
+		defer t.Stop()
+		expired = t.C
+	}
+	var err error
+	select {
+	case <-ch:
+		return true, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-expired:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-ch: // granted as it gave up: the slot is its to give back
+		l.releaseLocked()
+	default:
+		for i, w := range l.waiters {
+			if w == ch {
+				l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+	return false, err
+}
+
+// undo gives back a slot taken for an attempt that is not sent.
+func (l *limiter) undo(t taken) {
+	if t.slot {
+		l.mu.Lock()
+		l.releaseLocked()
+		l.mu.Unlock()
+	}
+}
+
+// releaseLocked frees a slot: the next waiter takes it, if the limit
+// allows; mu is held.
+func (l *limiter) releaseLocked() {
+	l.inflight--
+	for len(l.waiters) > 0 && l.inflight < l.cap() {
+		ch := l.waiters[0]
+		l.waiters[0] = nil
+		l.waiters = l.waiters[1:]
+		l.inflight++
+		close(ch)
+	}
+}
+
+// observe frees the slot of an attempt that ended and, with a range,
+// adapts the limit to how it ended.
+func (l *limiter) observe(o seen) change {
+	if !o.slot {
+		return change{}
+	}
+	l.mu.Lock()
+	if l.cfg.min < l.cfg.max {
+		l.adapt(o)
+	}
+	l.releaseLocked()
+	v := l.limit
+	l.mu.Unlock()
+	l.g.set(v)
+	return change{}
+}
+
+// adapt moves the limit; mu is held. A drop, or an answer slower than
+// limitTolerance × the fastest of late, cuts it by a tenth, once per
+// round trip (answers to attempts sent before the last cut do not cut
+// again); a fast answer, while at least half the limit is in use, adds
+// 1/limit, one a limit's worth of answers.
+func (l *limiter) adapt(o seen) {
+	if o.now-l.windowAt > int64(limitMinWindow) {
+		l.minRTT = [2]int64{0, l.minRTT[0]}
+		l.windowAt = o.now
+	}
+	slow := false
+	if !o.rejected && o.rtt > 0 {
+		if l.minRTT[0] == 0 || o.rtt < l.minRTT[0] {
+			l.minRTT[0] = o.rtt
+		}
+		fastest := l.minRTT[0]
+		if l.minRTT[1] != 0 {
+			fastest = min(fastest, l.minRTT[1])
+		}
+		slow = float64(o.rtt) > limitTolerance*float64(fastest)
+	}
+	lo, hi := float64(l.cfg.min), float64(l.cfg.max)
+	switch {
+	case o.rejected || slow:
+		if o.start >= l.cutAt {
+			l.limit = math.Max(lo, l.limit*limitBackoff)
+			l.cutAt = o.now
+		}
+	case float64(l.inflight)*2 >= l.limit:
+		l.limit = math.Min(hi, l.limit+1/l.limit)
+	}
+}

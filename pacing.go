@@ -1,0 +1,173 @@
+// This file holds send admission: per host, the pacers, asked in one
+// order whether each attempt goes now, waits (for a quota's reset, a
+// token, a free slot) or is refused, just before it is sent; and told how
+// every attempt they let go ended. They are the throttle (throttle.go),
+// the static rate limit (staticrate.go), quota pacing (quota.go) and the
+// concurrency limit (limit.go), all off by default. They are controllers
+// like the budget and the breaker (gate.go), asked later: those decide
+// whether a failed attempt is retried, these when an attempt is sent.
+//
+// The order, and why:
+//
+//  1. the throttle, first attempts only: its refusal costs no wait, and a
+//     request it refuses must not take a token, quota or slot;
+//  2. the static rate limit, then
+//  3. quota pacing: each may make the attempt wait, so they come before
+//     the slot it would hold while waiting;
+//  4. the concurrency limit, last: a slot is held only by an attempt that
+//     goes at once.
+//
+// A refusal decides, and gives back what earlier pacers took. A wait
+// ends with the attempt sent without asking again; one that cannot end
+// before the attempt's deadline (or the quota's maxWait) is refused at
+// once instead. Waits of retries come after their backoff, so the two
+// add up; a retry refused here gives up with its last response.
+
+package retryhttp
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// errRefused is what a request that a pacer refused before its first
+// attempt ends with, in an *Error whose Reason says which pacer.
+var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
+
+// paced reports whether any pacer is on.
+func (c *config) paced() bool {
+	return c.throttle != 0 || c.limit != nil || c.quota != nil || c.rate != nil
+}
+
+// initPacers adds the pacers that are on to a new host's list, in their
+// order.
+func (g *gate) initPacers(h *hostState) {
+	h.pacers = h.pbuf[:0]
+	if g.throttle != 0 {
+		h.thr.init(g.throttle)
+		h.thr.g = g.gauges.of(gaugeThrottle)
+		h.pacers = append(h.pacers, &h.thr)
+	}
+	if g.rate != nil {
+		h.rate.init(g.rate)
+		h.pacers = append(h.pacers, &h.rate)
+	}
+	if g.quota != nil {
+		h.quo.init(g.quota)
+		h.quo.g = g.gauges.of(gaugeQuota)
+		h.pacers = append(h.pacers, &h.quo)
+	}
+	if g.limit != nil {
+		h.lim.init(g.limit)
+		h.lim.g = g.gauges.of(gaugeLimit)
+		h.pacers = append(h.pacers, &h.lim)
+	}
+}
+
+// pace asks the pacers whether attempt n of k goes: "" when it may, now
+// that every wait asked for has passed; otherwise why not, or the
+// context's error if it ended during a wait.
+func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
+	hs := k.hs
+	a := ask{kind: kindSend, now: mono()}
+	if n == 1 {
+		a.kind = kindFirst
+	}
+	if dl, ok := k.ctx.Deadline(); ok {
+		a.deadline = a.now + max(int64(time.Until(dl)), 1)
+	}
+	if k.c.maxElapsed > 0 {
+		if end := a.now + int64(k.c.maxElapsed-time.Since(k.start)); a.deadline == 0 || end < a.deadline {
+			a.deadline = max(end, 1)
+		}
+	}
+	var t taken
+	for _, p := range hs.pacers {
+		v := p.admit(a)
+		t.quota, t.slot = t.quota || v.quota, t.slot || v.slot
+		switch v.act {
+		case actRefuse:
+			g.unpace(hs, t)
+			return v.reason, nil
+		case actWait:
+			if err := sleep(k.ctx, v.wait); err != nil {
+				g.unpace(hs, t)
+				return v.reason, err
+			}
+			a.now = mono()
+		case actQueue:
+			got, err := hs.lim.queue(k.ctx, a.deadline)
+			if !got {
+				g.unpace(hs, t)
+				return v.reason, err
+			}
+			t.slot = true
+		}
+	}
+	k.t.quota, k.t.slot = t.quota, t.slot
+	return "", nil
+}
+
+// unpace gives back what the pacers took for an attempt not sent.
+func (g *gate) unpace(hs *hostState, t taken) {
+	if t.quota || t.slot {
+		for _, p := range hs.pacers {
+			p.undo(t)
+		}
+	}
+}
+
+// paceRecord tells the pacers how an attempt they let go ended.
+func (g *gate) paceRecord(k *call, r *result) {
+	o := seen{sent: !r.notSent, retry: k.t.retry, slot: k.t.slot, quota: k.t.quota,
+		now: mono(), start: k.t.start, rejected: rejected(r)}
+	o.rtt = o.now - o.start
+	if r.resp != nil {
+		o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, time.Now()
+	}
+	k.t.slot, k.t.quota = false, false
+	for _, p := range k.hs.pacers {
+		p.observe(o)
+	}
+}
+
+// rejected reports whether the host turned an attempt away, or could not
+// take it: 429, 502, 503 or 504, a timeout or a connection error. Any
+// other answer, a 500 included, was served; a canceled request says
+// nothing.
+func rejected(r *result) bool {
+	if r.resp != nil {
+		switch r.resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return r.err != nil && r.outcome != outcomeCanceled
+}
+
+// pacersQuiet reports whether a host's pacers hold nothing that
+// forgetting it would lose: no slot in use or awaited, no quota known to
+// reset later.
+func (h *hostState) pacersQuiet() bool {
+	if h.lim.cfg != nil {
+		h.lim.mu.Lock()
+		busy := h.lim.inflight > 0 || len(h.lim.waiters) > 0
+		h.lim.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	if h.quo.cfg != nil {
+		now := mono()
+		h.quo.mu.Lock()
+		defer h.quo.mu.Unlock()
+		for _, p := range h.quo.parts {
+			if p.reset > now {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,264 @@
+// This file holds quota pacing, one of admission's pacers (pacing.go): per
+// host, it reads the quota the server says is left (RateLimit with its
+// policies and partition keys, RateLimit-Remaining, X-RateLimit-Remaining,
+// OpenAI's and Anthropic's request counts, and the Retry-After of a 429)
+// from every response, and holds the attempts that would find it spent
+// until it resets, or refuses those that cannot wait that long.
+
+package retryhttp
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	// maxQuotaParts is how many quotas of one host are followed: a
+	// server cannot make the client keep more.
+	maxQuotaParts = 8
+	// quotaJitterMax is the most a wait for a reset is drawn beyond it,
+	// so that a fleet told the same reset does not come back at once; it
+	// is at most a tenth of the wait.
+	quotaJitterMax = time.Second
+)
+
+// WithQuotaPacing reads the quota a host says is left (RateLimit and
+// RateLimit-Policy, RateLimit- and X-RateLimit-Remaining with -Reset,
+// OpenAI's and Anthropic's request counts, a 429's Retry-After) and, once
+// it is spent, holds attempts to that host until it resets, plus jitter.
+// An attempt that would wait past maxWait or its deadline ends at once
+// with an [*Error], reason [GiveUpQuota]. With spread, the quota left is
+// spread evenly over the time to its reset.
+func WithQuotaPacing(maxWait time.Duration, spread bool) Option {
+	return option("WithQuotaPacing", func(c *config) error {
+		if maxWait <= 0 {
+			return fmt.Errorf("maxWait %v must be > 0", maxWait)
+		}
+		c.quota = &quotaConfig{maxWait: maxWait, spread: spread}
+		return nil
+	})
+}
+
+type quotaConfig struct {
+	maxWait time.Duration
+	spread  bool
+}
+
+// quota is one host's pacing: what it knows of each quota the host
+// reports.
+type quota struct {
+	cfg      *quotaConfig
+	mu       sync.Mutex
+	parts    []quotaPart
+	buf      [2]quotaPart
+	inflight int // attempts admitted and not yet answered
+	g        *stateGauge
+}
+
+// quotaPart is one quota: what was left when the host last said, when
+// it resets, and how fast others (the client cannot see them) use it.
+type quotaPart struct {
+	key       string  // the policy's name and partition, or the field family
+	remaining float64 // as last said
+	since     float64 // this client's attempts since (those in flight then included)
+	reset     int64   // mono when it resets
+	obs       int64   // mono when it was said
+	window    int64   // the longest time to reset seen: about its window
+	foreign   float64 // others' use, per nanosecond, smoothed
+	next      int64   // spread: the earliest next attempt
+}
+
+func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts = cfg, q.buf[:0] }
+
+// admit holds an attempt until every quota it would spend has some left,
+// or refuses it if that is past its limits.
+func (q *quota) admit(a ask) verdictOf {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var wait int64
+	for i := range q.parts {
+		p := &q.parts[i]
+		if a.now >= p.reset {
+			continue // reset since it was said: nothing is known of it
+		}
+		left := p.left(a.now)
+		switch {
+		case left < 1:
+			jitter := min(int64(quotaJitterMax), (p.reset-p.obs)/10)
+			w := p.reset - a.now
+			if jitter > 0 {
+				w += rand.Int64N(jitter + 1)
+			}
+			wait = max(wait, w)
+		case q.cfg.spread:
+			wait = max(wait, p.next-a.now)
+		}
+	}
+	if wait > 0 && (wait > int64(q.cfg.maxWait) || (a.deadline != 0 && a.now+wait >= a.deadline)) {
+		return refuse(GiveUpQuota)
+	}
+	go_ := a.now + max(wait, 0)
+	for i := range q.parts {
+		p := &q.parts[i]
+		if q.cfg.spread && go_ < p.reset {
+			if left := p.left(go_); left >= 1 {
+				p.next = max(go_, p.next) + int64(float64(p.reset-go_)/left)
+			}
+		}
+		p.since++
+	}
+	q.inflight++
+	if wait > 0 {
+		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota, taken: taken{quota: true}}
+	}
+	return verdictOf{act: actSend, taken: taken{quota: true}}
+}
+
+// left is the quota predicted to be left at now.
+func (p *quotaPart) left(now int64) float64 {
+	return p.remaining - p.since - p.foreign*float64(now-p.obs)
+}
+
+func (q *quota) undo(t taken) {
+	if t.quota {
+		q.mu.Lock()
+		q.inflight--
+		for i := range q.parts {
+			q.parts[i].since = max(q.parts[i].since-1, 0)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// observe takes what an answer says of the host's quotas.
+func (q *quota) observe(o seen) change {
+	if !o.quota {
+		return change{}
+	}
+	var rs [maxQuotaParts]quotaReading
+	readings := quotaReadings(o.header, o.status, o.wall, rs[:0])
+	q.mu.Lock()
+	q.inflight = max(q.inflight-1, 0)
+	for _, r := range readings {
+		q.take(r, o.now)
+	}
+	var left float64 = -1
+	if len(q.parts) > 0 {
+		left = q.parts[0].left(o.now)
+	}
+	q.mu.Unlock()
+	if left >= 0 {
+		q.g.set(left)
+	}
+	return change{}
+}
+
+// take notes one reading, now; mu is held.
+func (q *quota) take(r quotaReading, now int64) {
+	reset := now + int64(r.reset)
+	var p *quotaPart
+	for i := range q.parts {
+		if q.parts[i].key == r.key {
+			p = &q.parts[i]
+			break
+		}
+	}
+	switch {
+	case p == nil && len(q.parts) == maxQuotaParts:
+		return
+	case p == nil:
+		q.parts = append(q.parts, quotaPart{key: r.key})
+		p = &q.parts[len(q.parts)-1]
+	case now < p.reset && now > p.obs && float64(r.remaining) <= p.remaining:
+		// The same window: what went beyond this client's own
+		// attempts answered since went to others.
+		own := p.since - float64(q.inflight)
+		used := max(p.remaining-own-float64(r.remaining), 0)
+		rate := used / float64(now-p.obs)
+		p.foreign = (p.foreign + rate) / 2
+	}
+	p.remaining, p.since, p.obs, p.reset = float64(r.remaining), float64(q.inflight), now, reset
+	p.window = max(p.window, int64(r.reset))
+	if p.next > reset {
+		p.next = 0
+	}
+}
+
+// quotaReading is one quota as an answer states it.
+type quotaReading struct {
+	key       string
+	remaining int64
+	reset     time.Duration // from now
+}
+
+// quotaReadings reads the quotas a response states: each IETF RateLimit
+// item (keyed by its policy's name and partition key), the
+// RateLimit-Remaining and X-RateLimit-Remaining families with their
+// -Reset, OpenAI's and Anthropic's request counts; and, on a 429 that
+// states none, its wait as a quota spent until then.
+func quotaReadings(h http.Header, status int, now time.Time, out []quotaReading) []quotaReading {
+	add := func(key string, left int64, reset time.Duration) {
+		if len(out) < cap(out) {
+			out = append(out, quotaReading{key, left, reset})
+		}
+	}
+	for _, line := range h.Values("Ratelimit") {
+		for _, item := range strings.Split(line, ",") {
+			if r, ok := ietfItem(item); ok {
+				add(r.key, r.remaining, r.reset)
+			}
+		}
+	}
+	for _, family := range [...]string{"Ratelimit", "X-Ratelimit"} {
+		left, ok1 := count(h.Get(family + "-Remaining"))
+		reset, ok2 := resetAt(h.Get(family+"-Reset"), now)
+		if ok1 && ok2 {
+			add(family, left, reset)
+		}
+	}
+	if left, ok := count(h.Get("X-Ratelimit-Remaining-Requests")); ok {
+		if reset, ok := goDuration(h.Get("X-Ratelimit-Reset-Requests")); ok {
+			add("openai", left, reset)
+		}
+	}
+	if left, ok := count(h.Get("Anthropic-Ratelimit-Requests-Remaining")); ok {
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(h.Get("Anthropic-Ratelimit-Requests-Reset"))); err == nil {
+			add("anthropic", left, min(max(t.Sub(now), 0), maxHint))
+		}
+	}
+	if len(out) == 0 && status == http.StatusTooManyRequests {
+		if d, ok := rateLimitWait(h, now); ok {
+			add("429", 0, d)
+		}
+	}
+	return out
+}
+
+// ietfItem reads one item of the IETF RateLimit field (draft 7 on):
+// "name";r=remaining;t=seconds;pk=:key:. The older single-item form
+// ("limit=10, remaining=0, reset=5") is split over items, and not read
+// here: its parameters are the RateLimit-Remaining family's.
+func ietfItem(item string) (quotaReading, bool) {
+	params := strings.Split(item, ";")
+	if len(params) < 2 {
+		return quotaReading{}, false
+	}
+	r := quotaReading{key: strings.TrimSpace(params[0])}
+	var okR, okT bool
+	for _, param := range params[1:] {
+		k, v, _ := strings.Cut(strings.TrimSpace(param), "=")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "r":
+			r.remaining, okR = count(v)
+		case "t":
+			r.reset, okT = seconds(v)
+		case "pk":
+			r.key += ";" + strings.TrimSpace(v)
+		}
+	}
+	return r, okR && okT
+}

@@ -1,0 +1,148 @@
+// This file holds the throttle, one of admission's pacers (pacing.go): per
+// host, it refuses first attempts, at random, in proportion to how much
+// more the client sends than the host accepts, so that an overloaded host
+// sees about ratio × what it serves, and a host that is down sees almost
+// nothing until it answers again.
+
+package retryhttp
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+const (
+	// throttleShort and throttleLong are the time constants of the
+	// throttle's two views of the host: the short one reacts to an outage
+	// within a fraction of a second, the long one keeps the refusals of
+	// a lasting one steady. The probability of a refusal is the larger of
+	// the two views'.
+	throttleShort = 250 * time.Millisecond
+	throttleLong  = 2 * time.Second
+	// throttleMax is the most a host's throttle refuses; the rest (with
+	// the views' "+1") is what finds out that the host is back.
+	throttleMax = 0.999
+)
+
+// WithThrottle refuses a share of first attempts to a host that refuses
+// many of them (429, 502, 503, 504, a timeout, a connection error), so
+// that it receives at most about ratio × what it accepts. The share
+// follows the last 2 s; a refused request sends nothing and ends at once
+// with an [*Error], reason [GiveUpThrottled]. Off by default; 1.5 is a
+// good ratio. docs/overload.md says when it wins.
+func WithThrottle(ratio float64) Option {
+	return option("WithThrottle", func(c *config) error {
+		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+			return fmt.Errorf("ratio %v must be a finite number >= 1 (attempts sent per attempt accepted)", ratio)
+		}
+		c.throttle = ratio
+		return nil
+	})
+}
+
+// throttle is one host's: the Google SRE client-side throttle (a refusal
+// with probability (requests − ratio × accepts) / (requests + 1)), with
+// requests counting the attempts it refused, as grpc-go's does, so that
+// what is sent stays near ratio × what is accepted however much is
+// offered; over two decaying windows instead of one long one, so that it
+// follows an outage's start within a fraction of a second; and, as the
+// host answers after a spell in which it accepted nothing, its refusals
+// are forgotten at once, so that a recovered host is not kept waiting
+// for a window to clear.
+type throttle struct {
+	ratio float64
+	mu    sync.Mutex
+	views [2]throttleView
+	at    int64   // mono of the last decay
+	drop  float64 // the probability of a refusal, as last computed
+	g     *stateGauge  // its state, for the metrics
+}
+
+type throttleView struct {
+	tau      float64 // time constant, in nanoseconds
+	req, acc float64 // decayed counts
+}
+
+func (t *throttle) init(ratio float64) {
+	t.ratio = ratio
+	t.views = [2]throttleView{{tau: float64(throttleShort)}, {tau: float64(throttleLong)}}
+}
+
+// decay ages the counts to now; mu is held.
+func (t *throttle) decay(now int64) {
+	if d := now - t.at; d > 0 {
+		for i := range t.views {
+			v := &t.views[i]
+			f := math.Exp(-float64(d) / v.tau)
+			v.req, v.acc = v.req*f, v.acc*f
+		}
+		t.at = now
+	}
+}
+
+// probability is the share of requests to refuse now; mu is held.
+func (t *throttle) probability() float64 {
+	p := 0.0
+	for _, v := range t.views {
+		p = max(p, (v.req-t.ratio*v.acc)/(v.req+1))
+	}
+	return min(p, throttleMax)
+}
+
+// admit refuses a first attempt with the throttle's probability, and
+// counts it either way; later attempts are the retry budget's.
+func (t *throttle) admit(a ask) verdictOf {
+	if a.kind != kindFirst {
+		return send
+	}
+	t.mu.Lock()
+	t.decay(a.now)
+	p := t.probability()
+	for i := range t.views {
+		t.views[i].req++
+	}
+	t.drop = p
+	t.mu.Unlock()
+	if p > 0 && rand.Float64() < p {
+		t.g.set(p)
+		return refuse(GiveUpThrottled)
+	}
+	return send
+}
+
+func (t *throttle) undo(taken) {}
+
+// observe counts a retry sent as a request, and an attempt the host
+// accepted as an accept.
+func (t *throttle) observe(o seen) change {
+	if !o.sent {
+		return change{}
+	}
+	t.mu.Lock()
+	t.decay(o.now)
+	if o.retry {
+		for i := range t.views {
+			t.views[i].req++
+		}
+	}
+	if !o.rejected {
+		if t.views[0].acc < 0.5 && t.drop > 0 {
+			// Nothing accepted lately, and this is: the host is back.
+			// Forget the refusals, keep the accepts.
+			for i := range t.views {
+				t.views[i].req = t.views[i].acc
+			}
+		}
+		for i := range t.views {
+			t.views[i].acc++
+		}
+	}
+	t.drop = t.probability()
+	p := t.drop
+	t.mu.Unlock()
+	t.g.set(p)
+	return change{}
+}
