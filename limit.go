@@ -18,7 +18,7 @@ const (
 	// limitTolerance is how much slower than the fastest recent answer an
 	// answer may be and still count as unqueued: slower, the host is
 	// queueing, and the limit goes down.
-	limitTolerance = 1.5
+	limitTolerance = 1.25
 	// limitBackoff is what a drop multiplies the limit by.
 	limitBackoff = 0.9
 	// limitMinWindow is how long the fastest answer is remembered: it is

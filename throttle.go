@@ -22,9 +22,10 @@ const (
 	// the two views'.
 	throttleShort = 250 * time.Millisecond
 	throttleLong  = 2 * time.Second
-	// throttleMax is the most a host's throttle refuses; the rest (with
-	// the views' "+1") is what finds out that the host is back.
-	throttleMax = 0.999
+	// throttleProbeGap is how often a request goes that the throttle
+	// would refuse, to find out that the host is back: at most one a
+	// second, however many are offered.
+	throttleProbeGap = time.Second
 )
 
 // WithThrottle refuses a share of first attempts to a host that refuses
@@ -53,12 +54,13 @@ func WithThrottle(ratio float64) Option {
 // are forgotten at once, so that a recovered host is not kept waiting
 // for a window to clear.
 type throttle struct {
-	ratio float64
-	mu    sync.Mutex
-	views [2]throttleView
-	at    int64   // mono of the last decay
-	drop  float64 // the probability of a refusal, as last computed
-	g     *stateGauge  // its state, for the metrics
+	ratio  float64
+	mu     sync.Mutex
+	views  [2]throttleView
+	at     int64       // mono of the last decay
+	drop   float64     // the probability of a refusal, as last computed
+	probed int64       // mono of the last request let go against the odds
+	g      *stateGauge // its state, for the metrics
 }
 
 type throttleView struct {
@@ -83,13 +85,16 @@ func (t *throttle) decay(now int64) {
 	}
 }
 
-// probability is the share of requests to refuse now; mu is held.
+// probability is the share of requests to refuse now, the larger of the
+// two views' (the long one's with SRE's "+1", which keeps a quiet
+// client's few requests from being refused); mu is held.
 func (t *throttle) probability() float64 {
-	p := 0.0
-	for _, v := range t.views {
-		p = max(p, (v.req-t.ratio*v.acc)/(v.req+1))
+	s, l := &t.views[0], &t.views[1]
+	p := (l.req - t.ratio*l.acc) / (l.req + 1)
+	if s.req > 1 {
+		p = max(p, 1-t.ratio*s.acc/s.req)
 	}
-	return min(p, throttleMax)
+	return max(p, 0)
 }
 
 // admit refuses a first attempt with the throttle's probability, and
@@ -105,8 +110,12 @@ func (t *throttle) admit(a ask) verdictOf {
 		t.views[i].req++
 	}
 	t.drop = p
+	refused := p > 0 && rand.Float64() < p
+	if refused && a.now-t.probed >= int64(throttleProbeGap) {
+		refused, t.probed = false, a.now // the probe of this second
+	}
 	t.mu.Unlock()
-	if p > 0 && rand.Float64() < p {
+	if refused {
 		t.g.set(p)
 		return refuse(GiveUpThrottled)
 	}

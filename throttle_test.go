@@ -1,0 +1,86 @@
+package retryhttp
+
+import (
+	"testing"
+	"time"
+)
+
+// throttleRun drives one host's throttle in virtual time: rate first
+// attempts a second, evenly spaced, for d, against a server that accepts
+// up to capacity(t) a second (a token bucket holding a twentieth of a
+// second's worth) and refuses the rest at once. It counts, per phase
+// (before and after split), what was offered, sent and accepted.
+type throttlePhase struct{ offered, sent, accepted int }
+
+func throttleRun(ratio float64, rate int, d time.Duration, capacity func(t time.Duration) float64, split time.Duration) (before, after throttlePhase) {
+	var th throttle
+	th.init(ratio)
+	base := int64(monoOffset)
+	tokens, last := max(capacity(0)/20, 1), time.Duration(0)
+	step := time.Second / time.Duration(rate)
+	for t := time.Duration(0); t < d; t += step {
+		c := capacity(t)
+		tokens = min(tokens+(t-last).Seconds()*c, max(c/20, 1))
+		last = t
+		ph := &before
+		if t >= split {
+			ph = &after
+		}
+		ph.offered++
+		now := base + int64(t)
+		if th.admit(ask{kind: kindFirst, now: now}).act != actSend {
+			continue
+		}
+		ph.sent++
+		ok := c > 0 && tokens >= 1
+		if ok {
+			tokens--
+			ph.accepted++
+		}
+		th.observe(seen{sent: true, rejected: !ok, now: now})
+	}
+	return before, after
+}
+
+func TestThrottle(t *testing.T) {
+	const C = 500.0
+	constant := func(c float64) func(time.Duration) float64 { return func(time.Duration) float64 { return c } }
+	for _, k := range []float64{2, 4} {
+		// With no throttle (a ratio so large it never refuses), and with.
+		_, bare := throttleRun(1e9, int(k*C), 20*time.Second, constant(C), 5*time.Second)
+		_, got := throttleRun(1.25, int(k*C), 20*time.Second, constant(C), 5*time.Second)
+		secs := 15.0
+		sent, done, bareDone := float64(got.sent)/secs/C, float64(got.accepted)/secs/C, float64(bare.accepted)/secs/C
+		t.Logf("offered %gC: the server sees %.2fC, completes %.2fC (with no throttle: %.2fC)", k, sent, done, bareDone)
+		if sent > 1.5 {
+			t.Errorf("offered %gC: the server sees %.2fC, want at most 1.5C", k, sent)
+		}
+		if done < 0.85*bareDone {
+			t.Errorf("offered %gC: it completes %.2fC, want at least 0.85 × %.2fC", k, done, bareDone)
+		}
+	}
+
+	// A healthy host: nothing refused.
+	_, healthy := throttleRun(1.25, 200, 10*time.Second, constant(1000), 0)
+	if healthy.sent != healthy.offered {
+		t.Errorf("a healthy host: %d of %d sent, want all", healthy.sent, healthy.offered)
+	}
+
+	// A 30 s outage after 5 s healthy, then 10 s healthy again.
+	outage := func(t time.Duration) float64 {
+		if t >= 5*time.Second && t < 35*time.Second {
+			return 0
+		}
+		return 1000
+	}
+	_, in := throttleRun(1.5, 200, 35*time.Second, outage, 5*time.Second)
+	_, back := throttleRun(1.5, 200, 45*time.Second, outage, 37*time.Second)
+	t.Logf("outage: %d of %d sent (%.2f%%); from 2 s after it: %d of %d accepted",
+		in.sent, in.offered, 100*float64(in.sent)/float64(in.offered), back.accepted, back.offered)
+	if float64(in.sent) > 0.02*float64(in.offered) {
+		t.Errorf("outage: %d of %d sent, want at most 2%%", in.sent, in.offered)
+	}
+	if float64(back.accepted) < 0.99*float64(back.offered) {
+		t.Errorf("2 s after the outage: %d of %d first attempts succeed, want 99%%", back.accepted, back.offered)
+	}
+}
