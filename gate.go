@@ -79,6 +79,7 @@ type verdictOf struct {
 	act    act
 	reason GiveUpReason  // with actRefuse; with actWait and actQueue, if it cannot wait
 	wait   time.Duration // with actWait
+	again  bool          // with actWait: ask again once the wait is over
 	taken
 }
 

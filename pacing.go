@@ -35,6 +35,11 @@ import (
 // attempt ends with, in an *Error whose Reason says which pacer.
 var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
 
+// maxPaceTurns bounds how often a pacer that asks to be asked again
+// after a wait (quota pacing, when others took the quota that reset) is
+// asked: then the attempt is refused.
+const maxPaceTurns = 8
+
 // paced reports whether any pacer is on.
 func (c *config) paced() bool {
 	return c.throttle != 0 || c.limit != nil || c.quota != nil || c.rate != nil
@@ -84,25 +89,34 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 	}
 	var t taken
 	for _, p := range hs.pacers {
-		v := p.admit(a)
-		t.quota, t.slot = t.quota || v.quota, t.slot || v.slot
-		switch v.act {
-		case actRefuse:
-			g.unpace(hs, t)
-			return v.reason, nil
-		case actWait:
-			if err := sleep(k.ctx, v.wait); err != nil {
-				g.unpace(hs, t)
-				return v.reason, err
+		for turn := 0; ; turn++ {
+			v := p.admit(a)
+			t.quota, t.slot = t.quota || v.quota, t.slot || v.slot
+			if v.act == actWait && v.again && turn == maxPaceTurns {
+				v.act = actRefuse // asked to wait again and again: give up
 			}
-			a.now = mono()
-		case actQueue:
-			got, err := hs.lim.queue(k.ctx, a.deadline)
-			if !got {
+			switch v.act {
+			case actRefuse:
 				g.unpace(hs, t)
-				return v.reason, err
+				return v.reason, nil
+			case actWait:
+				if err := sleep(k.ctx, v.wait); err != nil {
+					g.unpace(hs, t)
+					return v.reason, err
+				}
+				a.now = mono()
+				if v.again {
+					continue
+				}
+			case actQueue:
+				got, err := hs.lim.queue(k.ctx, a.deadline)
+				if !got {
+					g.unpace(hs, t)
+					return v.reason, err
+				}
+				t.slot = true
 			}
-			t.slot = true
+			break
 		}
 	}
 	k.t.quota, k.t.slot = t.quota, t.slot

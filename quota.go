@@ -68,27 +68,29 @@ type quotaPart struct {
 	reset     int64   // mono when it resets
 	obs       int64   // mono when it was said
 	window    int64   // the longest time to reset seen: about its window
+	limit     float64 // the most ever said to be left, plus one: about its size
 	foreign   float64 // others' use, per nanosecond, smoothed
 	next      int64   // spread: the earliest next attempt
 }
 
 func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts = cfg, q.buf[:0] }
 
-// admit holds an attempt until every quota it would spend has some left,
-// or refuses it if that is past its limits.
+// admit lets an attempt go if every quota it would spend has some left;
+// otherwise it waits for the latest of their resets, plus jitter, and
+// asks again; or it is refused, if that is past its limits.
 func (q *quota) admit(a ask) verdictOf {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var wait int64
 	for i := range q.parts {
 		p := &q.parts[i]
-		if a.now >= p.reset {
-			continue // reset since it was said: nothing is known of it
+		if a.now >= p.reset && !p.roll(a.now) {
+			continue // reset since it was said, to an unknown size
 		}
 		left := p.left(a.now)
 		switch {
 		case left < 1:
-			jitter := min(int64(quotaJitterMax), (p.reset-p.obs)/10)
+			jitter := min(int64(quotaJitterMax), p.window/10)
 			w := p.reset - a.now
 			if jitter > 0 {
 				w += rand.Int64N(jitter + 1)
@@ -98,24 +100,35 @@ func (q *quota) admit(a ask) verdictOf {
 			wait = max(wait, p.next-a.now)
 		}
 	}
-	if wait > 0 && (wait > int64(q.cfg.maxWait) || (a.deadline != 0 && a.now+wait >= a.deadline)) {
-		return refuse(GiveUpQuota)
+	if wait > 0 {
+		if wait > int64(q.cfg.maxWait) || (a.deadline != 0 && a.now+wait >= a.deadline) {
+			return refuse(GiveUpQuota)
+		}
+		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota, again: true}
 	}
-	go_ := a.now + max(wait, 0)
 	for i := range q.parts {
 		p := &q.parts[i]
-		if q.cfg.spread && go_ < p.reset {
-			if left := p.left(go_); left >= 1 {
-				p.next = max(go_, p.next) + int64(float64(p.reset-go_)/left)
+		if q.cfg.spread && a.now < p.reset {
+			if left := p.left(a.now); left >= 1 {
+				p.next = max(a.now, p.next) + int64(float64(p.reset-a.now)/left)
 			}
 		}
 		p.since++
 	}
 	q.inflight++
-	if wait > 0 {
-		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota, taken: taken{quota: true}}
-	}
 	return verdictOf{act: actSend, taken: taken{quota: true}}
+}
+
+// roll moves a quota whose reset has passed on to its window now, full,
+// if its size and length are known; it reports whether they are.
+func (p *quotaPart) roll(now int64) bool {
+	if p.limit <= 0 || p.window <= 0 {
+		return false
+	}
+	n := (now-p.reset)/p.window + 1
+	p.obs, p.reset = p.reset+(n-1)*p.window, p.reset+n*p.window
+	p.remaining, p.since, p.next = p.limit, 0, 0
+	return true
 }
 
 // left is the quota predicted to be left at now.
@@ -183,6 +196,7 @@ func (q *quota) take(r quotaReading, now int64) {
 	}
 	p.remaining, p.since, p.obs, p.reset = float64(r.remaining), float64(q.inflight), now, reset
 	p.window = max(p.window, int64(r.reset))
+	p.limit = max(p.limit, float64(r.remaining)+1)
 	if p.next > reset {
 		p.next = 0
 	}

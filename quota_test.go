@@ -1,0 +1,128 @@
+package retryhttp
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// quotaSim drives clients' quota pacing in virtual time against a server
+// with a quota of limit per window, shared by all (its RateLimit field
+// on every answer, 429 once spent): offered requests a second in all,
+// evenly, round-robin over the clients, for d; each request may wait
+// until its deadline, timeout after it arrives.
+type quotaResult struct {
+	sends, tooMany, refused, late int
+	firstFields                   bool
+	tooManyAfterFields            int // 429s of the first client after its first answer with the fields
+	used, available               int
+}
+
+func quotaSim(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread bool) quotaResult {
+	qs := make([]quota, clients)
+	cfg := &quotaConfig{maxWait: timeout, spread: spread}
+	for i := range qs {
+		qs[i].init(cfg)
+	}
+	base := int64(monoOffset)
+	wall := time.Unix(1_800_000_000, 0)
+	var r quotaResult
+	used := map[int64]int{}
+	var sends simHeap // at: when it goes (or asks again); start: its client (as a duration)
+	type waiting struct{ c, deadline time.Duration }
+	asks := map[time.Duration][]waiting{}
+	send := func(s simEvent) {
+		c := int(s.start)
+		win := int64(s.at / window)
+		left := time.Duration(win+1)*window - s.at
+		h := http.Header{}
+		status := 200
+		r.sends++
+		if used[win] < limit {
+			used[win]++
+		} else {
+			status = http.StatusTooManyRequests
+			r.tooMany++
+			if c == 0 && r.firstFields {
+				r.tooManyAfterFields++
+			}
+		}
+		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, limit-used[win], int(math.Ceil(left.Seconds()))))
+		if c == 0 {
+			r.firstFields = true
+		}
+		qs[c].observe(seen{quota: true, header: h, status: status, now: base + int64(s.at), wall: wall.Add(s.at)})
+	}
+	// ask asks client c's pacing at now, for a request due by deadline:
+	// it goes, is refused, or asks again later.
+	ask_ := func(c int, now, deadline time.Duration) {
+		v := qs[c].admit(ask{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
+		switch v.act {
+		case actRefuse:
+			r.refused++
+		case actWait:
+			if now+v.wait >= deadline {
+				r.late++
+			}
+			at := now + v.wait
+			asks[at] = append(asks[at], waiting{time.Duration(c), deadline})
+			heap.Push(&sends, simEvent{at: at, start: -1})
+		default:
+			send(simEvent{at: now, start: time.Duration(c)})
+		}
+	}
+	step := time.Duration(float64(time.Second) / offered)
+	i := 0
+	drain := func(until time.Duration) {
+		for sends.Len() > 0 && sends[0].at <= until {
+			e := heap.Pop(&sends).(simEvent)
+			for _, w := range asks[e.at] {
+				ask_(int(w.c), e.at, w.deadline)
+			}
+			delete(asks, e.at)
+		}
+	}
+	for now := time.Duration(0); now < d; now += step {
+		drain(now)
+		ask_(i%clients, now, now+timeout)
+		i++
+	}
+	drain(d - 1)
+	for w := range int64(d / window) {
+		r.used += used[w]
+		r.available += limit
+	}
+	return r
+}
+
+func TestQuotaPacing(t *testing.T) {
+	const limit, window = 100, 10 * time.Second
+	offered := 3.0 * limit / window.Seconds()
+	for _, tc := range []struct {
+		clients int
+		spread  bool
+	}{{1, false}, {1, true}, {10, false}, {10, true}} {
+		r := quotaSim(tc.clients, limit, window, offered, 2*time.Minute, 30*time.Second, tc.spread)
+		share := float64(r.tooMany) / float64(r.sends)
+		use := float64(r.used) / float64(r.available)
+		t.Logf("%d clients, spread %v: %d sends, %d answered 429 (%.1f%%), quota used %.1f%%, %d refused at once",
+			tc.clients, tc.spread, r.sends, r.tooMany, 100*share, 100*use, r.refused)
+		if r.late > 0 {
+			t.Errorf("%d clients: %d waits past the deadline", tc.clients, r.late)
+		}
+		// Spreading paces the last of a window up to the reset it was
+		// told in whole seconds: it gives up a little of the quota.
+		if want := map[bool]float64{false: 0.98, true: 0.95}[tc.spread]; use < want {
+			t.Errorf("%d clients, spread %v: %.1f%% of the quota used, want %.0f%%", tc.clients, tc.spread, 100*use, 100*want)
+		}
+		if tc.clients == 1 && r.tooManyAfterFields > 0 {
+			t.Errorf("one client: %d answers 429 after the first answer with the fields, want none", r.tooManyAfterFields)
+		}
+		if share > 0.02 {
+			t.Errorf("%d clients: %.1f%% of sends answered 429, want at most 2%%", tc.clients, 100*share)
+		}
+	}
+}
