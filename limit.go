@@ -8,7 +8,6 @@ package retryhttp
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -36,7 +35,7 @@ const (
 func WithConcurrencyLimit(min, max int) Option {
 	return option("WithConcurrencyLimit", func(c *config) error {
 		if min < 1 || max < min || max > 1<<20 {
-			return fmt.Errorf("min %d and max %d must satisfy 1 <= min <= max <= %d", min, max, 1<<20)
+			return optErr("WithConcurrencyLimit", "min %d and max %d must satisfy 1 <= min <= max <= %d", min, max, 1<<20)
 		}
 		c.limit = &limitConfig{min: min, max: max}
 		return nil
@@ -109,6 +108,9 @@ func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-expired:
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			err = context.DeadlineExceeded // the context's deadline, met first by this timer
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -8,7 +8,6 @@
 package retryhttp
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -36,7 +35,7 @@ const (
 func WithQuotaPacing(maxWait time.Duration, spread bool) Option {
 	return option("WithQuotaPacing", func(c *config) error {
 		if maxWait <= 0 {
-			return fmt.Errorf("maxWait %v must be > 0", maxWait)
+			return optErr("WithQuotaPacing", "maxWait %v must be > 0", maxWait)
 		}
 		c.quota = &quotaConfig{maxWait: maxWait, spread: spread}
 		return nil

@@ -5,7 +5,6 @@
 package retryhttp
 
 import (
-	"fmt"
 	"math"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 func WithRateLimit(perSecond float64, burst int) Option {
 	return option("WithRateLimit", func(c *config) error {
 		if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 1 {
-			return fmt.Errorf("perSecond %v must be a finite number > 0 and burst %d at least 1", perSecond, burst)
+			return optErr("WithRateLimit", "perSecond %v must be a finite number > 0 and burst %d at least 1", perSecond, burst)
 		}
 		c.rate = &rateConfig{perSecond: perSecond, burst: burst}
 		return nil

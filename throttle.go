@@ -7,7 +7,6 @@
 package retryhttp
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -37,7 +36,7 @@ const (
 func WithThrottle(ratio float64) Option {
 	return option("WithThrottle", func(c *config) error {
 		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
-			return fmt.Errorf("ratio %v must be a finite number >= 1 (attempts sent per attempt accepted)", ratio)
+			return optErr("WithThrottle", "ratio %v must be a finite number >= 1 (attempts sent per attempt accepted)", ratio)
 		}
 		c.throttle = ratio
 		return nil
