@@ -160,9 +160,9 @@ func closeBody(b io.ReadCloser) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if k.t.probe != 0 || k.t.slot {
+	if k.t.probe != 0 || k.t.slot || k.t.quota {
 		// A panic in the base must not leave the host waiting for a
-		// probe that never ends, or a slot that is never freed.
+		// probe that never ends, or a slot or quota that is never given back.
 		defer func() {
 			if p := recover(); p != nil {
 				k.c.gate.abandon(k)

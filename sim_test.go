@@ -37,11 +37,14 @@ var (
 )
 
 // simRegressions are seeds that once failed: 10320 left a hedged
-// request's kept 503 open when a copy panicked; 1033, 30149, 32267 and
-// 1796320411515408814 were the checker's own mistakes (FailFast
-// refusals, a Retry-After the client never saw, timeouts counted as the
-// outage's, recovery per host).
-var simRegressions = []uint64{10320, 1033, 30149, 32267, 1796320411515408814}
+// request's kept 503 open when a copy panicked; 33 kept a quota count of
+// an attempt whose base panicked; 8154 throttled a recovered host whose
+// answers took 494 ms (its attempts in flight looked refused); 1033,
+// 30149, 32267, 1796320411515408814, 882 and 7510 were the checker's own
+// mistakes (FailFast refusals, a Retry-After the client never saw,
+// timeouts counted as the outage's, recovery per host, a quota's 429s
+// taken for 503s and for the outage's failures).
+var simRegressions = []uint64{10320, 33, 8154, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh
@@ -92,11 +95,14 @@ type simulation struct {
 	maxAtt        int
 	hedge         int // extra copies allowed
 	perAtt        time.Duration
-	wire          bool   // WithAttemptHeader and WithDeadlineHeader
-	safeIf        bool   // WithIdempotentIf declares X-Safe: 1 requests safe
-	op            *simOp // a policy's operation, for requests to /op
-	final503      bool   // WithNonRetryableStatuses(503): the outages' answers are final
-	noBuffer      bool   // WithBodyBufferLimit(0): a body without GetBody is sent once
+	wire          bool          // WithAttemptHeader and WithDeadlineHeader
+	safeIf        bool          // WithIdempotentIf declares X-Safe: 1 requests safe
+	op            *simOp        // a policy's operation, for requests to /op
+	final503      bool          // WithNonRetryableStatuses(503): the outages' answers are final
+	noBuffer      bool          // WithBodyBufferLimit(0): a body without GetBody is sent once
+	throttle      bool          // WithThrottle
+	limited       bool          // WithConcurrencyLimit or WithRateLimit: waits bounded by deadlines only
+	quotaWait     time.Duration // WithQuotaPacing's maxWait, 0: off
 	callers       []simCaller
 	faults        simFaults
 
@@ -258,6 +264,9 @@ type simFaults struct {
 	late bool
 	// refuse: the outages refuse connections instead of answering 503.
 	refuse bool
+	// quota: each host serves this many a second (windows from the
+	// start), says what is left in RateLimit, and answers 429 beyond.
+	quota int
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -384,9 +393,47 @@ func drawSim(seed uint64) *simulation {
 		s.faults.shouldRetry = []string{"false", "true"}[r.IntN(2)]
 		s.desc = append(s.desc, "x-should-retry="+s.faults.shouldRetry)
 	}
+	s.drawPacers(r)
 	s.drawFaults(r)
 	s.drawCallers(r)
 	return s
+}
+
+// drawPacers draws the pacers (pacing.go), each on in a fifth of runs,
+// and a server quota for them to pace to.
+func (s *simulation) drawPacers(r *rand.Rand) {
+	if r.IntN(5) == 0 {
+		ratio := 1 + 2*r.Float64()
+		s.throttle = true
+		s.opts = append(s.opts, WithThrottle(ratio))
+		s.desc = append(s.desc, fmt.Sprintf("throttle=%.2f", ratio))
+	}
+	if r.IntN(5) == 0 {
+		hi := 1 + r.IntN(20)
+		lo := hi
+		if r.IntN(2) == 0 {
+			lo = 1 + r.IntN(hi)
+		}
+		s.limited = true
+		s.opts = append(s.opts, WithConcurrencyLimit(lo, hi))
+		s.desc = append(s.desc, fmt.Sprintf("limit=%d-%d", lo, hi))
+	}
+	if r.IntN(5) == 0 {
+		s.quotaWait = time.Duration(1+r.IntN(3000)) * time.Millisecond
+		spread := r.IntN(2) == 0
+		s.opts = append(s.opts, WithQuotaPacing(s.quotaWait, spread))
+		s.desc = append(s.desc, fmt.Sprintf("quota-pacing=%v spread=%v", s.quotaWait, spread))
+	}
+	if r.IntN(8) == 0 {
+		rate, burst := float64(1+r.IntN(200)), 1+r.IntN(20)
+		s.limited = true
+		s.opts = append(s.opts, WithRateLimit(rate, burst))
+		s.desc = append(s.desc, fmt.Sprintf("rate=%v/%d", rate, burst))
+	}
+	if r.IntN(5) == 0 {
+		s.faults.quota = 1 + r.IntN(50)
+		s.desc = append(s.desc, fmt.Sprintf("server-quota=%d/s", s.faults.quota))
+	}
 }
 
 func (s *simulation) drawFaults(r *rand.Rand) {
@@ -496,6 +543,7 @@ type simBase struct {
 	mu    sync.Mutex
 	sent  map[string][]simAttempt
 	oks   map[string][]time.Duration // when a 200 was answered, per host
+	used  map[string]map[int64]int   // the server quota's use, per host and window
 	open  atomic.Int64               // response bodies handed out, not closed
 }
 
@@ -605,9 +653,35 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		b.oks[r.URL.Host] = append(b.oks[r.URL.Host], answered)
 		b.mu.Unlock()
 	}
+	if f.quota > 0 && code == 200 {
+		code = b.spend(r.URL.Host, answered, h)
+	}
 	b.open.Add(1)
 	return &http.Response{StatusCode: code, Header: h, Request: r,
 		Body: &simBody{open: &b.open}}, nil
+}
+
+// spend takes one of the host's quota for an answer at t, and says what
+// is left: a 200, or a 429 once it is spent.
+func (b *simBase) spend(host string, t time.Duration, h http.Header) int {
+	w := int64(t / time.Second)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used == nil {
+		b.used = map[string]map[int64]int{}
+	}
+	if b.used[host] == nil {
+		b.used[host] = map[int64]int{}
+	}
+	code := 200
+	if b.used[host][w] < b.s.faults.quota {
+		b.used[host][w]++
+	} else {
+		code = http.StatusTooManyRequests
+	}
+	left := time.Duration(w+1)*time.Second - t
+	h.Set("RateLimit", fmt.Sprintf(`"q";r=%d;t=%d`, b.s.faults.quota-b.used[host][w], int(math.Ceil(left.Seconds()))))
+	return code
 }
 
 type simBody struct {
@@ -797,7 +871,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 				reached++
 			}
 		}
-		if s.final503 && s.faults.shouldRetry != "true" && s.perAtt == 0 && s.faults.hangs[c.id] == 0 &&
+		if s.final503 && s.faults.shouldRetry != "true" && s.perAtt == 0 && s.faults.hangs[c.id] == 0 && s.faults.quota == 0 &&
 			s.faults.panics[c.id] == 0 && reached > 1+s.hedge {
 			fail("caller %s: %d attempts, but 503 is not retryable", c.id, reached)
 		}
@@ -867,10 +941,33 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		fail("attempts_total %v != requests %v - refused %d + retries %v + hedges %v", attempts, requests, refused, retries, hedges)
 	}
 	s.checkRecovery(b, gu, fail)
+	s.checkPacers(tr, fail)
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	s.checkHook(attempts, retries, fail)
 	return errs
+}
+
+// checkPacers checks that, once every request has ended, the pacers hold
+// nothing: no slot of the limit in use or awaited, no quota attempt in
+// flight.
+func (s *simulation) checkPacers(tr *Transport, fail func(string, ...any)) {
+	if tr.c.gate == nil {
+		return
+	}
+	for _, c := range s.callers {
+		hs := tr.c.gate.hosts.get(c.host)
+		hs.lim.mu.Lock()
+		if hs.lim.inflight != 0 || len(hs.lim.waiters) != 0 {
+			fail("host %s: %d slots in use, %d waiting, after every request ended", c.host, hs.lim.inflight, len(hs.lim.waiters))
+		}
+		hs.lim.mu.Unlock()
+		hs.quo.mu.Lock()
+		if hs.quo.inflight != 0 {
+			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, hs.quo.inflight)
+		}
+		hs.quo.mu.Unlock()
+	}
 }
 
 // checkBounds checks that every wait is bounded: a caller with no deadline
@@ -884,8 +981,9 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 	if o.panicked != nil || s.faults.panics[c.id] != 0 || s.faults.hangs[c.id] != 0 {
 		return
 	}
-	if c.deadline == 0 {
-		// A hold lasts at most the schedule from the first failure; the
+	if c.deadline == 0 && !s.limited {
+		// (A concurrency limit's or a rate's wait is bounded only by
+		// the deadline.) A hold lasts at most the schedule from the first failure; the
 		// retries after it wait their own backoffs, within it again.
 		bound := 2 * scheduleLength(tr.c.backoff, max(limit, s.maxAtt))
 		if s.huge {
@@ -896,7 +994,10 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 			n, _ := strconv.Atoi(s.faults.ra)
 			ra = time.Duration(n) * time.Second
 		}
-		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond) + 10*time.Millisecond
+		if s.faults.quota > 0 {
+			ra = max(ra, time.Second) // a 429's RateLimit: up to the window's end
+		}
+		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond+maxPaceTurns*s.quotaWait) + 10*time.Millisecond
 		if took := o.end - o.start; took > bound {
 			fail("caller %s: took %v, past its bound %v (schedule, servers' waits, latency): %v", c.id, took, bound, sent)
 		}
@@ -917,6 +1018,7 @@ func (s *simulation) mustSucceed(c simCaller, limit int, declared bool) bool {
 	return f.failOnce && limit-s.hedge >= 2 && retryable && !(c.streamed && s.noBuffer) &&
 		c.deadline == 0 && !(c.op && s.op.elapsed > 0) && !s.huge &&
 		s.noBudget && !s.failFast && !s.final503 && f.shouldRetry != "false" &&
+		!s.throttle && !s.limited && s.quotaWait == 0 && f.quota == 0 &&
 		(s.perAtt == 0 || f.latency < s.perAtt)
 }
 
@@ -991,7 +1093,7 @@ func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool
 }
 
 func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ...any)) {
-	if !s.faults.outageOnly {
+	if !s.faults.outageOnly || s.faults.quota > 0 { // a spent quota's 429s are failures too
 		return
 	}
 	var end time.Duration
@@ -1013,6 +1115,13 @@ func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ..
 		case string(GiveUpBreaker), string(GiveUpCircuitOpen):
 			if up >= 0 && g.at > up {
 				fail("a request to %s gave up (%s) at %v, after the host answered again at %v", g.host, g.reason, g.at, up)
+			}
+		case string(GiveUpThrottled):
+			// The throttle forgets its refusals on the first answer it
+			// sees after a spell of none; after a short outage, whose
+			// refusals were few, they fade within a second.
+			if up >= 0 && g.at > up+s.faults.latency+time.Second {
+				fail("a request to %s was throttled at %v, after the host answered again at %v", g.host, g.at, up)
 			}
 		}
 	}

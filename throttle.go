@@ -105,13 +105,15 @@ func (t *throttle) admit(a ask) verdictOf {
 	t.mu.Lock()
 	t.decay(a.now)
 	p := t.probability()
-	for i := range t.views {
-		t.views[i].req++
-	}
 	t.drop = p
 	refused := p > 0 && rand.Float64() < p
 	if refused && a.now-t.probed >= int64(throttleProbeGap) {
 		refused, t.probed = false, a.now // the probe of this second
+	}
+	if refused {
+		for i := range t.views {
+			t.views[i].req++ // a request sent is counted as it ends
+		}
 	}
 	t.mu.Unlock()
 	if refused {
@@ -123,30 +125,37 @@ func (t *throttle) admit(a ask) verdictOf {
 
 func (t *throttle) undo(taken) {}
 
-// observe counts a retry sent as a request, and an attempt the host
-// accepted as an accept.
+// observe counts a first attempt as a request, as it ends (counted as it
+// was sent, one still in flight would look refused), and any attempt the
+// host accepted as an accept. Requests are first attempts only: a retry
+// is the budget's to limit, and a host that serves every request at its
+// second attempt (a bad backend behind a balancer) serves them all, and
+// is not throttled.
 func (t *throttle) observe(o seen) change {
 	if !o.sent {
 		return change{}
 	}
 	t.mu.Lock()
 	t.decay(o.now)
-	if o.retry {
+	if !o.retry {
 		for i := range t.views {
 			t.views[i].req++
 		}
 	}
-	if !o.rejected {
-		if t.views[0].acc < 0.5 && t.drop > 0 {
-			// Nothing accepted lately, and this is: the host is back.
-			// Forget the refusals, keep the accepts.
-			for i := range t.views {
-				t.views[i].req = t.views[i].acc
-			}
-		}
+	if o.rejected {
+		t.drop = t.probability()
+		t.mu.Unlock()
+		return change{}
+	}
+	if t.views[0].acc < 0.5 && t.drop > 0 {
+		// Nothing accepted lately, and this is: the host is back.
+		// Forget the refusals, keep the accepts.
 		for i := range t.views {
-			t.views[i].acc++
+			t.views[i].req = t.views[i].acc
 		}
+	}
+	for i := range t.views {
+		t.views[i].acc++
 	}
 	t.drop = t.probability()
 	p := t.drop

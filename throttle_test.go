@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -82,5 +83,31 @@ func TestThrottle(t *testing.T) {
 	}
 	if float64(back.accepted) < 0.99*float64(back.offered) {
 		t.Errorf("2 s after the outage: %d of %d first attempts succeed, want 99%%", back.accepted, back.offered)
+	}
+}
+
+// A healthy host whose answers are slow: requests in flight are not
+// taken for refused ones, however the arrivals bunch.
+func TestThrottleSlowHealthyHost(t *testing.T) {
+	var th throttle
+	th.init(1.1)
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := int64(monoOffset)
+	var inFlight []int64 // when each ends
+	refused, now := 0, int64(0)
+	for range 20000 {
+		now += int64(rng.ExpFloat64() * float64(20*time.Millisecond)) // 50 a second, at random
+		for len(inFlight) > 0 && inFlight[0] <= now {
+			th.observe(seen{sent: true, now: base + inFlight[0]})
+			inFlight = inFlight[1:]
+		}
+		if th.admit(ask{kind: kindFirst, now: base + now}).act != actSend {
+			refused++
+			continue
+		}
+		inFlight = append(inFlight, now+int64(500*time.Millisecond))
+	}
+	if refused > 0 {
+		t.Errorf("%d of 20000 requests to a healthy host that answers in 500 ms refused, want none", refused)
 	}
 }
