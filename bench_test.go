@@ -85,6 +85,10 @@ func BenchmarkOverhead(b *testing.B) {
 			return New(base(), WithMetrics(NewMetrics()), WithName("all"), WithRetryBreaker(BreakerConfig{}),
 				WithLogger(slog.New(slog.DiscardHandler)), WithIdempotencyKeys())
 		}},
+		{"retryhttp+throttle", func() http.RoundTripper { return New(base(), WithThrottle(1.25)) }},
+		{"retryhttp+limit", func() http.RoundTripper { return New(base(), WithConcurrencyLimit(1, 64)) }},
+		{"retryhttp+quota", func() http.RoundTripper { return New(base(), WithQuotaPacing(time.Second, false)) }},
+		{"retryhttp+rate", func() http.RoundTripper { return New(base(), WithRateLimit(1e9, 1<<20)) }},
 		{"retryhttp+opaque", func() http.RoundTripper { return New(mem) }},
 		{"retryhttp+operations", func() http.RoundTripper { // a policy's operations, none of which matches
 			ps, err := LoadPolicies(strings.NewReader(`[{"dependency": "d"}, {"dependency": "d", "match": "POST /a/*"}, {"dependency": "d", "match": "GET /b/*/c"}]`))
@@ -124,6 +128,54 @@ func BenchmarkOverhead(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkRefusal is what a request a pacer refuses costs: the throttle
+// of a host that refuses everything, and a concurrency limit whose queue
+// is full. It sends nothing.
+func BenchmarkRefusal(b *testing.B) {
+	refusing := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	b.Run("throttled", func(b *testing.B) {
+		rt := New(seenThrough{refusing}, WithThrottle(1), WithMaxAttempts(1))
+		for range 1000 { // the throttle learns that the host refuses
+			if resp, err := rt.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if resp, err := rt.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	})
+	b.Run("limit", func(b *testing.B) {
+		hold := make(chan struct{})
+		blocking := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
+			<-hold
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		rt := New(seenThrough{blocking}, WithConcurrencyLimit(1, 1))
+		done := make(chan struct{}, 2)
+		for range 2 { // one in flight, one waiting: the queue is full
+			go func() { rt.RoundTrip(req); done <- struct{}{} }()
+		}
+		for hostOf(rt, "127.0.0.1").lim.waitersLen() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := rt.RoundTrip(req); err == nil {
+				b.Fatal("not refused")
+			}
+		}
+		close(hold)
+		<-done
+		<-done
+	})
 }
 
 // seenThrough is a middleware that tells what it wraps.

@@ -199,3 +199,10 @@ func (l *limiter) adapt(o seen) {
 		l.limit = math.Min(hi, l.limit+1/l.limit)
 	}
 }
+
+// waitersLen is how many wait for a slot.
+func (l *limiter) waitersLen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiters)
+}
