@@ -98,7 +98,8 @@
 // breaker is open or retries are held. Only retries that are sent are
 // logged as "retrying", counted in retryhttp_retries_total and started
 // through [WithAttemptHook]: attempts_total is requests_total plus
-// retries_total plus hedges_total, less the requests FailFast refused. A
+// retries_total plus hedges_total, less the requests refused before their
+// first attempt (FailFast, the pacers below). A
 // waiting retry keeps its last response, within 4 MiB per Transport.
 //
 // What this promises: retries add at most the budget's share to what a
@@ -108,6 +109,40 @@
 // gives up on nothing whose limit has not passed, and the budget refuses
 // only once it is spent. A simulator (sim_test.go) checks this, and the
 // other invariants, over random option sets and fault scripts.
+//
+// # Pacing
+//
+// Four more controllers, off by default, decide when an attempt is sent,
+// once the budget and the breaker have let it be: the pacers. Each keeps
+// its state per host, and each refusal sends nothing and ends the request
+// at once (in microseconds) with an [*Error] whose Reason names the pacer
+// and whose Attempts is 0, or, for a retry, gives up with its last
+// response. They are asked in this order, each only if the one before let
+// the attempt go:
+//
+//  1. the throttle ([WithThrottle]), first attempts only: it refuses a
+//     share of them at random, reason throttled, so that the host
+//     receives about ratio × what it accepts. It goes first because its
+//     refusal costs no wait, and a request it refuses must take no token,
+//     quota or slot.
+//  2. the static rate ([WithRateLimit]): the attempt waits for its token;
+//     one whose token would come past its deadline is refused, reason
+//     quota, and takes none.
+//  3. quota pacing ([WithQuotaPacing]): while a quota the host reported
+//     is predicted spent, the attempt waits for its reset (plus up to a
+//     tenth of it, at most 1 s), then asks again; one whose wait would
+//     pass its deadline or maxWait is refused, reason quota.
+//  4. the concurrency limit ([WithConcurrencyLimit]), last: a slot is
+//     held only by an attempt that goes at once, not while it waits for a
+//     token or a quota. Over the limit, it waits in line (max at most),
+//     within its deadline; otherwise it is refused, reason limit.
+//
+// The waits of a retry come after its backoff, and add to it. Every
+// pacer is told how every attempt it let go ended: an attempt that the
+// host turned away (429, 502, 503, 504, a timeout, a connection error) is
+// a refusal for the throttle and a drop for the limit; the answers'
+// RateLimit fields are the quota's. docs/overload.md gives the measures,
+// and why none is on by default.
 //
 // # Observability
 //

@@ -6,22 +6,8 @@
 // concurrency limit (limit.go), all off by default. They are controllers
 // like the budget and the breaker (gate.go), asked later: those decide
 // whether a failed attempt is retried, these when an attempt is sent.
-//
-// The order, and why:
-//
-//  1. the throttle, first attempts only: its refusal costs no wait, and a
-//     request it refuses must not take a token, quota or slot;
-//  2. the static rate limit, then
-//  3. quota pacing: each may make the attempt wait, so they come before
-//     the slot it would hold while waiting;
-//  4. the concurrency limit, last: a slot is held only by an attempt that
-//     goes at once.
-//
-// A refusal decides, and gives back what earlier pacers took. A wait
-// ends with the attempt sent without asking again; one that cannot end
-// before the attempt's deadline (or the quota's maxWait) is refused at
-// once instead. Waits of retries come after their backoff, so the two
-// add up; a retry refused here gives up with its last response.
+// Their order, and why, is in the package documentation ("Pacing"), the
+// one place it is written.
 
 package retryhttp
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/retryhttp/retryhttp"
@@ -119,4 +121,75 @@ func (n naive) RoundTrip(req *http.Request) (*http.Response, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// RetryHTTPThrottle is retryhttp with its defaults and WithThrottle(1.25).
+var RetryHTTPThrottle = Contender{"retryhttp+throttle", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithThrottle(1.25))
+}}
+
+// RetryHTTPLimit is retryhttp with its defaults and an adaptive
+// concurrency limit from 64 down to 1.
+var RetryHTTPLimit = Contender{"retryhttp+limit", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithConcurrencyLimit(1, 64))
+}}
+
+// RetryHTTPQuota is retryhttp with its defaults and quota pacing (waits
+// up to 30 s for a quota to reset).
+var RetryHTTPQuota = Contender{"retryhttp+quota", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithQuotaPacing(30*time.Second, false))
+}}
+
+// overloaded is what the failsafe-go contenders count as a failure for
+// their throttler and limiter: what retryhttp's pacers count as a host's
+// refusal (429, 502, 503, 504, an error).
+func overloaded(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	switch resp.StatusCode {
+	case 429, 502, 503, 504:
+		return true
+	}
+	return false
+}
+
+// FailsafeThrottler is failsafe-go's retry policy (the common policy)
+// around its adaptive throttler with its defaults (a failure rate over
+// 10% in the last minute starts rejections, up to 90%), per attempt; a
+// rejection is not retried.
+func FailsafeThrottler(p Policy) Contender {
+	return Contender{"failsafe-go+throttler", func(base http.RoundTripper) http.RoundTripper {
+		rp := failsafehttp.NewRetryPolicyBuilder().
+			WithMaxAttempts(p.MaxAttempts).
+			WithBackoff(p.Base, p.Max).
+			WithJitterFactor(0.5).
+			ReturnLastFailure().
+			AbortOnErrors(adaptivethrottler.ErrExceeded).
+			Build()
+		at := adaptivethrottler.NewBuilder[*http.Response]().HandleIf(overloaded).Build()
+		return failsafehttp.NewRoundTripper(base, rp, at)
+	}}
+}
+
+// FailsafeLimiter is failsafe-go's retry policy (the common policy)
+// around its adaptive limiter, limits 1 to 64 from 32, with queueing (up
+// to twice the limit, waits up to 5 s), per attempt; a rejection is not
+// retried.
+func FailsafeLimiter(p Policy) Contender {
+	return Contender{"failsafe-go+limiter", func(base http.RoundTripper) http.RoundTripper {
+		rp := failsafehttp.NewRetryPolicyBuilder().
+			WithMaxAttempts(p.MaxAttempts).
+			WithBackoff(p.Base, p.Max).
+			WithJitterFactor(0.5).
+			ReturnLastFailure().
+			AbortOnErrors(adaptivelimiter.ErrExceeded).
+			Build()
+		al := adaptivelimiter.NewBuilder[*http.Response]().
+			WithLimits(1, 64, 32).
+			WithQueueing(1, 2).
+			WithMaxWaitTime(5 * time.Second).
+			Build()
+		return failsafehttp.NewRoundTripper(base, rp, al)
+	}}
 }

@@ -59,6 +59,9 @@ func main() {
 		closed(base, "closed-fleet-W50-D30", 50, 100*time.Millisecond, true),
 		overload(base, 2),
 		overload(base, 4),
+		steps(base),
+		quota(base, 1),
+		quota(base, 10),
 	}
 	if *replot {
 		for _, sc := range scenarios {
@@ -73,8 +76,9 @@ func main() {
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
-		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryablehttpDefaults,
-		bench.Retryablehttp(p), bench.Failsafe(p), bench.Naive,
+		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryHTTPThrottle, bench.RetryHTTPLimit,
+		bench.RetryHTTPQuota, bench.RetryablehttpDefaults, bench.Retryablehttp(p), bench.Failsafe(p),
+		bench.FailsafeThrottler(p), bench.FailsafeLimiter(p), bench.Naive,
 	}
 	for _, sc := range scenarios {
 		if !selected(*only, sc.Name) {
@@ -150,6 +154,35 @@ func overload(s Scenario, k int) Scenario {
 	return s
 }
 
+// steps is a server whose capacity steps from 32 requests at once to 8
+// and back, 10 s each, each served in 50 ms, with as many again queued
+// and 503 beyond; offered 1.3 × what 32 serve (open loop, one shared
+// client).
+func steps(s Scenario) Scenario {
+	s = with(s, "steps-32-8-32", "steady", 0, false, "")
+	s.Work, s.Capacity = 50*time.Millisecond, 32
+	s.Steps = []Step{{0, 32}, {10 * time.Second, 8}, {20 * time.Second, 32}}
+	s.Rate = int(1.3 * 32 / s.Work.Seconds())
+	s.Warmup, s.Recovery = 30*time.Second, 0
+	return s
+}
+
+// quota is a server with a quota of 100 requests per 10 s, which it
+// reports in RateLimit on every answer (429 once spent), offered 3 × that
+// (open loop) for 30 s by one client, or by a fleet of k.
+func quota(s Scenario, k int) Scenario {
+	name := "quota-1"
+	if k > 1 {
+		name = fmt.Sprintf("quota-fleet-%d", k)
+	}
+	s = with(s, name, "steady", 0, false, "")
+	s.Quota, s.QuotaWindow = 100, 10*time.Second
+	s.Rate = 3 * s.Quota / int(s.QuotaWindow/time.Second)
+	s.Warmup, s.Recovery = 30*time.Second, 0
+	s.Instances = k
+	return s
+}
+
 func selected(list, name string) bool {
 	if list == "" {
 		return true
@@ -194,6 +227,12 @@ func median(rs []Result) Result {
 	m.FirstOK = time.Duration(pick(func(r Result) float64 { return float64(r.FirstOK) }))
 	m.OKAfter2s = int64(pick(func(r Result) float64 { return float64(r.OKAfter2s) }))
 	m.Served = int64(pick(func(r Result) float64 { return float64(r.Served) }))
+	m.TooMany = int64(pick(func(r Result) float64 { return float64(r.TooMany) }))
+	m.QuotaUsed = pick(func(r Result) float64 { return r.QuotaUsed })
+	for i := range m.Phases {
+		m.Phases[i].Goodput = pick(func(r Result) float64 { return r.Phases[i].Goodput })
+		m.Phases[i].P99 = time.Duration(pick(func(r Result) float64 { return float64(r.Phases[i].P99) }))
+	}
 	return m
 }
 
@@ -210,6 +249,37 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 		mode = fmt.Sprintf("a fleet of %d instances, each its own client, arrivals round-robin", sc.Instances)
 	}
 	switch {
+	case len(sc.Steps) > 0:
+		fmt.Fprintf(w, "\n%s: a server whose capacity steps %s, each request served in %v, as many again queued, 503 beyond; offered %d req/s (open loop); %s; %s\n\n",
+			sc.Name, stepsText(sc), sc.Work, sc.Rate, mode, runsText(runs))
+		fmt.Fprint(w, "| contender | requests | attempts | success |")
+		for _, st := range sc.Steps {
+			fmt.Fprintf(w, " goodput / capacity, from %v (%d) | p99 at the server |", st.At, st.Capacity)
+		}
+		fmt.Fprint(w, " p99 time to fail |\n|---|---|---|---|")
+		for range sc.Steps {
+			fmt.Fprint(w, "---|---|")
+		}
+		fmt.Fprintln(w, "---|")
+		for _, r := range rs {
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f%% |", r.Contender, r.Requests, r.Attempts, pct(r.Successes, r.Requests))
+			for _, ph := range r.Phases {
+				fmt.Fprintf(w, " %.2f | %v |", ph.Goodput, round(ph.P99))
+			}
+			fmt.Fprintf(w, " %v |\n", round(r.FailP99))
+		}
+		return
+	case sc.Quota > 0:
+		fmt.Fprintf(w, "\n%s: a server with a quota of %d per %v, in RateLimit on every answer, 429 once spent; offered %d req/s for %v (open loop), deadline %v; %s; %s\n\n",
+			sc.Name, sc.Quota, sc.QuotaWindow, sc.Rate, sc.Warmup, sc.Timeout, mode, runsText(runs))
+		fmt.Fprintln(w, "| contender | requests | attempts | answered 429 | share of attempts | quota used | success | p99 (successes) | p99 time to fail |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		for _, r := range rs {
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f%% | %.1f%% | %.1f%% | %v | %v |\n",
+				r.Contender, r.Requests, r.Attempts, r.TooMany, 100*float64(r.TooMany)/float64(max(r.Attempts, 1)),
+				100*r.QuotaUsed, pct(r.Successes, r.Requests), round(r.P99), round(r.FailP99))
+		}
+		return
 	case sc.RateCap > 0:
 		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; %s\n\n",
 			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runsText(runs))
@@ -258,6 +328,14 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 			r.Contender, r.Attempts, r.Amplification(), r.PeakOutage, r.PeakRecovery,
 			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds())
 	}
+}
+
+func stepsText(sc Scenario) string {
+	var parts []string
+	for _, st := range sc.Steps {
+		parts = append(parts, fmt.Sprintf("%d at %v", st.Capacity, st.At))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func runsText(runs int) string {

@@ -24,23 +24,39 @@ import (
 
 // Scenario describes one storm.
 type Scenario struct {
-	Name       string
-	Shape      string        // "burst": N requests at t=0; "steady": Rate a second; "closed": Workers, each sending its next request when the last ends
-	N          int           // burst size
-	Rate       int           // steady arrivals a second
-	Warmup     time.Duration // steady: healthy time before the outage
-	Outage     time.Duration // D: the server answers 503 to everything
-	Recovery   time.Duration // steady: arrivals go on this long after the outage
-	Capacity   int           // after the outage: requests served at once; the excess gets 503
-	Work       time.Duration // time to serve one request
-	RetryAfter string        // if set, sent with every 503 during the outage; "lo-hi" sends a random whole number of seconds in [lo, hi]
-	PerProcess bool          // one client (RoundTripper) per request, sharing nothing
-	Instances  int           // steady: if > 1, arrivals go round-robin to this many clients, each its own RoundTripper and pool (a fleet)
-	Timeout    time.Duration // each request's context deadline
-	Workers    int           // closed: callers, each one request at a time
-	Think      time.Duration // closed: pause between a worker's requests
-	PerWorker  bool          // closed: each worker its own client (a fleet of sequential clients); else one shared
-	RateCap    int           // if > 0: the server serves this many requests a second (at once) and refuses the excess with 503 at once, and is never down
+	Name        string
+	Shape       string        // "burst": N requests at t=0; "steady": Rate a second; "closed": Workers, each sending its next request when the last ends
+	N           int           // burst size
+	Rate        int           // steady arrivals a second
+	Warmup      time.Duration // steady: healthy time before the outage
+	Outage      time.Duration // D: the server answers 503 to everything
+	Recovery    time.Duration // steady: arrivals go on this long after the outage
+	Capacity    int           // after the outage: requests served at once; the excess gets 503
+	Work        time.Duration // time to serve one request
+	RetryAfter  string        // if set, sent with every 503 during the outage; "lo-hi" sends a random whole number of seconds in [lo, hi]
+	PerProcess  bool          // one client (RoundTripper) per request, sharing nothing
+	Instances   int           // steady: if > 1, arrivals go round-robin to this many clients, each its own RoundTripper and pool (a fleet)
+	Timeout     time.Duration // each request's context deadline
+	Workers     int           // closed: callers, each one request at a time
+	Think       time.Duration // closed: pause between a worker's requests
+	PerWorker   bool          // closed: each worker its own client (a fleet of sequential clients); else one shared
+	RateCap     int           // if > 0: the server serves this many requests a second (at once) and refuses the excess with 503 at once, and is never down
+	Steps       []Step        // if set: the server runs Capacity(t) requests at once, each for Work, queues as many again, and answers 503 beyond; never down
+	Quota       int           // if > 0: the server serves this many requests per QuotaWindow, says what is left (RateLimit), and answers 429 beyond; never down
+	QuotaWindow time.Duration
+}
+
+// Step is a change of the server's capacity, at a time from the start.
+type Step struct {
+	At       time.Duration
+	Capacity int
+}
+
+// Phase is what the server did between two capacity steps.
+type Phase struct {
+	Capacity int
+	Goodput  float64       // requests served a second, over capacity / Work
+	P99      time.Duration // of the time the served requests spent at the server, queued and served
 }
 
 const bucket = 100 * time.Millisecond
@@ -67,6 +83,9 @@ type Result struct {
 	FirstOK        time.Duration // from the end of the outage to the server's first 200 after it (-1: none)
 	OKAfter2s      int64         // 200s the server answered in the 2 s after the outage
 	Served         int64         // 200s the server answered in all
+	Phases         []Phase       // Steps: per phase
+	TooMany        int64         // Quota: 429s answered
+	QuotaUsed      float64       // Quota: served over the quota of the windows the load was offered in
 }
 
 // server is the storm's flaky server.
@@ -84,6 +103,89 @@ type server struct {
 	served   int64
 	tokens   float64 // RateCap: the bucket
 	refilled time.Duration
+	running  int             // Steps: requests being served
+	waiting  []chan struct{} // Steps: queued, in order
+	sojourn  [][]time.Duration
+	used     map[int64]int // Quota: per window
+	tooMany  int64
+}
+
+// capacityAt is the Steps server's capacity at t.
+func (s *server) capacityAt(t time.Duration) (int, int) {
+	c, phase := s.sc.Capacity, 0
+	for i, st := range s.sc.Steps {
+		if t >= st.At {
+			c, phase = st.Capacity, i
+		}
+	}
+	return c, phase
+}
+
+// stepped serves a request on the Steps server: at once if a slot is
+// free, after a wait if the queue has room, else 503 at once.
+func (s *server) stepped(w http.ResponseWriter, arrived time.Duration) {
+	s.mu.Lock()
+	c, _ := s.capacityAt(arrived)
+	switch {
+	case s.running < c:
+		s.running++
+		s.mu.Unlock()
+	case len(s.waiting) < c:
+		ch := make(chan struct{})
+		s.waiting = append(s.waiting, ch)
+		s.mu.Unlock()
+		<-ch // the slot is ours
+	default:
+		s.mu.Unlock()
+		s.shed.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	time.Sleep(s.sc.Work)
+	done := time.Since(s.start)
+	s.mu.Lock()
+	s.running--
+	c, phase := s.capacityAt(done)
+	for len(s.waiting) > 0 && s.running < c {
+		s.running++
+		close(s.waiting[0])
+		s.waiting = s.waiting[1:]
+	}
+	for len(s.sojourn) <= phase {
+		s.sojourn = append(s.sojourn, nil)
+	}
+	s.sojourn[phase] = append(s.sojourn[phase], done-arrived)
+	s.mu.Unlock()
+	s.ok(done)
+	io.WriteString(w, "ok")
+}
+
+// quota serves a request on the Quota server: it spends one of the
+// window's quota and says what is left, or answers 429 once it is spent.
+func (s *server) quota(w http.ResponseWriter, t time.Duration) {
+	win := int64(t / s.sc.QuotaWindow)
+	left := time.Duration(win+1)*s.sc.QuotaWindow - t
+	s.mu.Lock()
+	if s.used == nil {
+		s.used = map[int64]int{}
+	}
+	ok := s.used[win] < s.sc.Quota
+	if ok {
+		s.used[win]++
+	} else {
+		s.tooMany++
+	}
+	rem := s.sc.Quota - s.used[win]
+	s.mu.Unlock()
+	h := w.Header()
+	h.Set("RateLimit", `"default";r=`+strconv.Itoa(rem)+`;t=`+strconv.Itoa(int((left+time.Second-1)/time.Second)))
+	h.Set("RateLimit-Policy", `"default";q=`+strconv.Itoa(s.sc.Quota)+`;w=`+strconv.Itoa(int(s.sc.QuotaWindow/time.Second)))
+	if !ok {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	s.ok(t)
+	io.WriteString(w, "ok")
 }
 
 // admit takes a token of the RateCap bucket (a twentieth of a second's
@@ -123,6 +225,16 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.series = append(s.series, 0)
 	}
 	s.series[i]++
+	if len(s.sc.Steps) > 0 {
+		s.mu.Unlock()
+		s.stepped(w, t)
+		return
+	}
+	if s.sc.Quota > 0 {
+		s.mu.Unlock()
+		s.quota(w, t)
+		return
+	}
 	if s.sc.RateCap > 0 {
 		ok := s.admit(t)
 		s.mu.Unlock()
@@ -194,7 +306,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	}
 	s := &server{sc: sc}
 	switch {
-	case sc.RateCap > 0:
+	case sc.RateCap > 0 || len(sc.Steps) > 0 || sc.Quota > 0:
 		s.downFrom, s.downTo = 0, 0 // never down
 	case sc.Shape != "burst":
 		s.downFrom, s.downTo = sc.Warmup, sc.Warmup+sc.Outage
@@ -349,6 +461,34 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 			}
 		}
 	}
+	s.mu.Lock()
+	r.TooMany = s.tooMany
+	if sc.Quota > 0 {
+		offered := int64((sc.Warmup + sc.Outage + sc.Recovery) / sc.QuotaWindow)
+		var used int
+		for w := range offered {
+			used += s.used[w]
+		}
+		r.QuotaUsed = float64(used) / float64(max(offered, 1)*int64(sc.Quota))
+	}
+	for i, st := range sc.Steps {
+		end := sc.Warmup + sc.Outage + sc.Recovery
+		if i+1 < len(sc.Steps) {
+			end = sc.Steps[i+1].At
+		}
+		ph := Phase{Capacity: st.Capacity}
+		if i < len(s.sojourn) {
+			so := s.sojourn[i]
+			sort.Slice(so, func(a, b int) bool { return so[a] < so[b] })
+			if len(so) > 0 {
+				ph.P99 = so[min(len(so)-1, len(so)*99/100)]
+			}
+			perSecond := float64(len(so)) / (end - st.At).Seconds()
+			ph.Goodput = perSecond * sc.Work.Seconds() / float64(st.Capacity)
+		}
+		r.Phases = append(r.Phases, ph)
+	}
+	s.mu.Unlock()
 	sort.Slice(failLat, func(i, j int) bool { return failLat[i] < failLat[j] })
 	if len(failLat) > 0 {
 		r.FailP99 = failLat[min(len(failLat)-1, len(failLat)*99/100)]
