@@ -106,6 +106,9 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 		}
 	}
 	k.t.quota, k.t.slot = t.quota, t.slot
+	if n == 1 {
+		k.t.start = mono() // sent now: its latency and staleness count from here, not from its waits
+	}
 	return "", nil
 }
 

@@ -254,3 +254,46 @@ func TestPacerOptionsRefuseBadValues(t *testing.T) {
 		}
 	}
 }
+
+// An adaptive limit times an attempt from when it is sent, not from when
+// its request began to wait in line: a host that answers every attempt
+// in 10 ms keeps its limit, however long the line.
+func TestConcurrencyLimitTimesFromTheSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) {
+			time.Sleep(10 * time.Millisecond)
+			return reply(r, 200, nil), nil
+		}}
+		tr := New(base, WithConcurrencyLimit(1, 8))
+		var wg sync.WaitGroup
+		for range 8 { // 8 callers, one request after another, more than the limit lets go at once
+			wg.Go(func() {
+				for range 50 {
+					resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+		for range 8 {
+			wg.Go(func() {
+				for range 50 {
+					resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
+					if err == nil {
+						resp.Body.Close()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		hs := hostOf(tr, "h")
+		hs.lim.mu.Lock()
+		defer hs.lim.mu.Unlock()
+		if hs.lim.limit < 7 {
+			t.Errorf("limit %.1f after 800 requests answered in 10 ms each, want about 8", hs.lim.limit)
+		}
+	})
+}

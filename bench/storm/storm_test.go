@@ -88,3 +88,37 @@ func TestRetryAfterSpread(t *testing.T) {
 		t.Errorf(`retryAfter("3-6") gave only %v in 1000 draws`, seen)
 	}
 }
+
+// A server whose capacity steps serves at most its capacity at once, and
+// the engine tells each phase's goodput apart.
+func TestStepsShape(t *testing.T) {
+	sc := Scenario{Name: "smoke-steps", Shape: "steady", Rate: 400, Warmup: 2 * time.Second, Work: 20 * time.Millisecond,
+		Capacity: 4, Steps: []Step{{0, 4}, {time.Second, 2}}, Timeout: 10 * time.Second}
+	r, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Phases) != 2 {
+		t.Fatalf("%d phases, want 2", len(r.Phases))
+	}
+	for i, ph := range r.Phases {
+		// Offered 400 a second, 4 or 2 at once for 20 ms serve 200 or 100.
+		if ph.Goodput < 0.7 || ph.Goodput > 1.05 || ph.P99 < sc.Work || ph.P99 > 3*sc.Work {
+			t.Errorf("phase %d (capacity %d): goodput %.2f × capacity, p99 %v; want about 1, between 1 and 2 × %v", i, ph.Capacity, ph.Goodput, ph.P99, sc.Work)
+		}
+	}
+}
+
+// A server with a quota serves it per window and answers 429 beyond: with
+// no retries, offered 3 × the quota, it serves a third.
+func TestQuotaShape(t *testing.T) {
+	sc := Scenario{Name: "smoke-quota", Shape: "steady", Rate: 30, Warmup: 2 * time.Second, Quota: 10, QuotaWindow: time.Second,
+		Timeout: 10 * time.Second}
+	r, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Successes != 20 || r.TooMany != 40 || r.QuotaUsed != 1 {
+		t.Errorf("bare: %d served, %d answered 429, quota used %.2f; want 20, 40, 1", r.Successes, r.TooMany, r.QuotaUsed)
+	}
+}
