@@ -250,11 +250,11 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	}
 	switch {
 	case len(sc.Steps) > 0:
-		fmt.Fprintf(w, "\n%s: a server whose capacity steps %s, each request served in %v, as many again queued, 503 beyond; offered %d req/s (open loop); %s; %s\n\n",
-			sc.Name, stepsText(sc), sc.Work, sc.Rate, mode, runsText(runs))
+		fmt.Fprintf(w, "\n%s: a server whose capacity steps %s, each request served in %v, as many again queued, 503 beyond; offered %d req/s (open loop); each phase measured from %v after its step; %s; %s\n\n",
+			sc.Name, stepsText(sc), sc.Work, sc.Rate, settle, mode, runsText(runs))
 		fmt.Fprint(w, "| contender | requests | attempts | success |")
 		for _, st := range sc.Steps {
-			fmt.Fprintf(w, " goodput / capacity, from %v (%d) | p99 at the server |", st.At, st.Capacity)
+			fmt.Fprintf(w, " goodput / capacity, from %v (%d) | p99 at the server |", st.At+settle, st.Capacity)
 		}
 		fmt.Fprint(w, " p99 time to fail |\n|---|---|---|---|")
 		for range sc.Steps {

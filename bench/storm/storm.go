@@ -61,6 +61,10 @@ type Phase struct {
 
 const bucket = 100 * time.Millisecond
 
+// errorPause is how long a closed-loop worker with no think time pauses
+// after a request that failed.
+const errorPause = 10 * time.Millisecond
+
 // Result is what one run of a contender in a scenario measured.
 type Result struct {
 	Contender      string
@@ -105,10 +109,18 @@ type server struct {
 	refilled time.Duration
 	running  int             // Steps: requests being served
 	waiting  []chan struct{} // Steps: queued, in order
-	sojourn  [][]time.Duration
-	used     map[int64]int // Quota: per window
+	sojourn  []served        // Steps: each request served, in order
+	used     map[int64]int   // Quota: per window
 	tooMany  int64
 }
+
+// served is a request the Steps server served: when, and how long it
+// spent there, queued and served.
+type served struct{ done, took time.Duration }
+
+// settle is how long after a step its phase is measured from: the time a
+// limit is given to find the new capacity.
+const settle = 2 * time.Second
 
 // capacityAt is the Steps server's capacity at t.
 func (s *server) capacityAt(t time.Duration) (int, int) {
@@ -145,16 +157,13 @@ func (s *server) stepped(w http.ResponseWriter, arrived time.Duration) {
 	done := time.Since(s.start)
 	s.mu.Lock()
 	s.running--
-	c, phase := s.capacityAt(done)
+	c, _ = s.capacityAt(done)
 	for len(s.waiting) > 0 && s.running < c {
 		s.running++
 		close(s.waiting[0])
 		s.waiting = s.waiting[1:]
 	}
-	for len(s.sojourn) <= phase {
-		s.sojourn = append(s.sojourn, nil)
-	}
-	s.sojourn[phase] = append(s.sojourn[phase], done-arrived)
+	s.sojourn = append(s.sojourn, served{done, done - arrived})
 	s.mu.Unlock()
 	s.ok(done)
 	io.WriteString(w, "ok")
@@ -349,14 +358,14 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	)
 	s.start = time.Now()
 	go hs.Serve(l)
-	send := func(rt http.RoundTripper) {
+	send := func(rt http.RoundTripper) (ok bool) {
 		defer wg.Done()
 		begin := time.Since(s.start)
 		ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 		resp, err := rt.RoundTrip(req)
-		ok := false
+		ok = false
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -365,6 +374,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		mu.Lock()
 		outcomes = append(outcomes, outcome{begin, time.Since(s.start) - begin, ok})
 		mu.Unlock()
+		return ok
 	}
 	switch sc.Shape {
 	case "closed":
@@ -376,9 +386,15 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 				defer wg.Done()
 				for i := 0; i < 1_000_000 && time.Since(s.start) < total; i++ {
 					wg.Add(1)
-					send(rt)
-					if sc.Think > 0 {
+					ok := send(rt)
+					switch {
+					case sc.Think > 0:
 						time.Sleep(sc.Think)
+					case !ok:
+						// A caller that failed logs it and goes on: not
+						// at once (a refusal that takes a microsecond
+						// would spin the worker through its million).
+						time.Sleep(errorPause)
 					}
 				}
 			}()
@@ -392,7 +408,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 				time.Sleep(d)
 			}
 			wg.Add(1)
-			go send(client())
+			go func(rt http.RoundTripper) { send(rt) }(client())
 		}
 	default:
 		rts := make([]http.RoundTripper, sc.N)
@@ -401,7 +417,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		}
 		wg.Add(sc.N)
 		for i := range sc.N {
-			go send(rts[i])
+			go func() { send(rts[i]) }()
 		}
 	}
 	wg.Wait()
@@ -477,15 +493,18 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 			end = sc.Steps[i+1].At
 		}
 		ph := Phase{Capacity: st.Capacity}
-		if i < len(s.sojourn) {
-			so := s.sojourn[i]
-			sort.Slice(so, func(a, b int) bool { return so[a] < so[b] })
-			if len(so) > 0 {
-				ph.P99 = so[min(len(so)-1, len(so)*99/100)]
+		var so []time.Duration
+		for _, sv := range s.sojourn {
+			if sv.done >= st.At+settle && sv.done < end {
+				so = append(so, sv.took)
 			}
-			perSecond := float64(len(so)) / (end - st.At).Seconds()
-			ph.Goodput = perSecond * sc.Work.Seconds() / float64(st.Capacity)
 		}
+		sort.Slice(so, func(a, b int) bool { return so[a] < so[b] })
+		if len(so) > 0 {
+			ph.P99 = so[min(len(so)-1, len(so)*99/100)]
+		}
+		perSecond := float64(len(so)) / (end - st.At - settle).Seconds()
+		ph.Goodput = perSecond * sc.Work.Seconds() / float64(st.Capacity)
 		r.Phases = append(r.Phases, ph)
 	}
 	s.mu.Unlock()

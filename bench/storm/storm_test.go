@@ -92,8 +92,8 @@ func TestRetryAfterSpread(t *testing.T) {
 // A server whose capacity steps serves at most its capacity at once, and
 // the engine tells each phase's goodput apart.
 func TestStepsShape(t *testing.T) {
-	sc := Scenario{Name: "smoke-steps", Shape: "steady", Rate: 400, Warmup: 2 * time.Second, Work: 20 * time.Millisecond,
-		Capacity: 4, Steps: []Step{{0, 4}, {time.Second, 2}}, Timeout: 10 * time.Second}
+	sc := Scenario{Name: "smoke-steps", Shape: "steady", Rate: 400, Warmup: 6 * time.Second, Work: 20 * time.Millisecond,
+		Capacity: 4, Steps: []Step{{0, 4}, {3 * time.Second, 2}}, Timeout: 10 * time.Second}
 	r, err := Run(sc, bench.Bare)
 	if err != nil {
 		t.Fatal(err)
