@@ -28,7 +28,7 @@ const (
 
 // WithConcurrencyLimit limits the attempts in flight to each host: fixed
 // with min == max (a bulkhead), else adaptive from max, cut by a tenth
-// when the host sheds (429, 503), times out or answers 1.5 × slower than
+// when the host sheds (429, 503), times out or answers 1.25 × slower than
 // its fastest of late, grown by one per limit's worth of fast answers.
 // Up to max attempts over the limit wait their turn, within their
 // deadline; the others end at once with an [*Error], reason [GiveUpLimit].
