@@ -141,8 +141,12 @@
 // pacer is told how every attempt it let go ended: an attempt that the
 // host turned away (429, 502, 503, 504, a timeout, a connection error) is
 // a refusal for the throttle and a drop for the limit; the answers'
-// RateLimit fields are the quota's. docs/overload.md gives the measures,
-// and why none is on by default.
+// RateLimit fields are the quota's. With the rate, quota or limit on, no
+// request is hedged (a copy would take no turn, quota or slot). A
+// Transport that another retryhttp Transport wraps sends each of the
+// outer one's attempts once, without its own pacers: give them to the
+// outer one. docs/overload.md gives the measures, and why none is on by
+// default.
 //
 // # Observability
 //

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // A controller is one rule of a host's admission. It sees only its own
@@ -48,11 +50,12 @@ const (
 // ask is one question to the controllers.
 type ask struct {
 	kind     kind
-	sec      int64 // the Unix second asked in
-	healthy  bool  // the host is not failing
-	free     bool  // never reached the server: costs it nothing
-	now      int64 // pacers: mono when asked
-	deadline int64 // pacers: mono by which the attempt must have gone, 0 if none
+	sec      int64         // the Unix second asked in
+	healthy  bool          // the host is not failing
+	free     bool          // never reached the server: costs it nothing
+	now      int64         // pacers: mono when asked
+	deadline int64         // pacers: mono by which the attempt must have gone, 0 if none
+	waited   time.Duration // pacers: how long the attempt has waited for them already
 }
 
 type act uint8
@@ -69,9 +72,10 @@ const (
 type taken struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
-	probe      uint64 // the breaker made it the probe with this ticket
-	quota      bool   // quota pacing counted it
-	slot       bool   // it holds a slot of the concurrency limit
+	probe      uint64            // the breaker made it the probe with this ticket
+	quota      bool              // quota pacing counted it
+	slot       bool              // it holds a slot of the concurrency limit
+	rsv        *rate.Reservation // the static rate's turn it took, given back if it is not sent
 }
 
 // verdictOf is a controller's answer.
@@ -100,6 +104,7 @@ type seen struct {
 
 	// For the pacers, of every attempt they let go:
 	sent     bool        // it reached the host, or may have, and was not canceled
+	canceled bool        // its context ended: how long it took is a lower bound
 	rejected bool        // the host turned it away: 429, 502, 503, 504, a timeout or a connection error
 	slot     bool        // it held a slot of the concurrency limit
 	quota    bool        // quota pacing counted it
@@ -214,18 +219,13 @@ func (g *gate) enter(k *call, scheme, host string) {
 	k.hs = g.hosts.getKey(key, kb, k.t.sec)
 }
 
-// admitFirst asks the controllers for a first attempt: the pacers first,
-// if any is on (pacing.go), then the budget counts it; of these two, only
-// FailFast refuses one, while the host's breaker is open. It returns why
-// the attempt may not go, or the context's error if it ended while the
-// attempt waited.
+// admitFirst asks the controllers for a first attempt: the budget counts
+// it, and only FailFast refuses one, while the host's breaker is open;
+// then the pacers (pacing.go), if any is on. It returns why the attempt
+// may not go, or the context's error if it ended while the attempt waited
+// for a pacer.
 func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
 	hs := k.hs
-	if g.paced {
-		if reason, err := g.pace(k, 1); reason != "" || err != nil {
-			return reason, err
-		}
-	}
 	if !hs.cb.isOpen.Load() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
@@ -233,14 +233,18 @@ func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
 		if hs.bud.e != nil {
 			hs.bud.countFirst(k.t.sec)
 		}
-		return "", nil
+	} else {
+		v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true})
+		if v.act != actSend {
+			return v.reason, nil
+		}
+		k.t.probe = v.probe
 	}
-	v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true})
-	k.t.probe = v.probe
-	if v.act != actSend {
-		g.unpace(hs, taken{quota: k.t.quota, slot: k.t.slot})
-		k.t.quota, k.t.slot = false, false
-		return v.reason, nil
+	if g.paced {
+		if reason, err := g.pace(k, 1); reason != "" || err != nil {
+			g.abandon(k) // the probe it may have been
+			return reason, err
+		}
 	}
 	return "", nil
 }
@@ -508,6 +512,9 @@ func (g *gate) mayHedge(k *call) bool {
 	hs := k.hs
 	if hs.cb.isOpen.Load() || hs.cb.nHeld.Load() > 0 {
 		return false
+	}
+	if g.paced && (g.rate != nil || g.quota != nil || g.limit != nil) {
+		return false // a copy would take no turn, quota or slot: with those pacers, no hedging
 	}
 	if g.budget == nil {
 		return true

@@ -179,17 +179,20 @@ func (l *limiter) adapt(o seen) {
 	}
 	slow := false
 	if !o.rejected && o.rtt > 0 {
-		if l.minRTT[0] == 0 || o.rtt < l.minRTT[0] {
+		if !o.canceled && (l.minRTT[0] == 0 || o.rtt < l.minRTT[0]) {
 			l.minRTT[0] = o.rtt
 		}
 		fastest := l.minRTT[0]
 		if l.minRTT[1] != 0 {
 			fastest = min(fastest, l.minRTT[1])
 		}
-		slow = float64(o.rtt) > limitTolerance*float64(fastest)
+		slow = fastest > 0 && float64(o.rtt) > limitTolerance*float64(fastest)
 	}
 	lo, hi := float64(l.cfg.min), float64(l.cfg.max)
 	switch {
+	case o.canceled && !slow:
+		// Ended by its caller: how long it took says only that it was
+		// at least that slow.
 	case o.rejected || slow:
 		if o.start >= l.cutAt {
 			l.limit = math.Max(lo, l.limit*limitBackoff)

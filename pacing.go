@@ -12,6 +12,7 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -78,6 +79,9 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 		for turn := 0; ; turn++ {
 			v := p.admit(a)
 			t.quota, t.slot = t.quota || v.quota, t.slot || v.slot
+			if v.rsv != nil {
+				t.rsv = v.rsv
+			}
 			if v.act == actWait && v.again && turn == maxPaceTurns {
 				v.act = actRefuse // asked to wait again and again: give up
 			}
@@ -90,7 +94,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 					g.unpace(hs, t)
 					return v.reason, err
 				}
-				a.now = mono()
+				a.now, a.waited = mono(), a.waited+v.wait
 				if v.again {
 					continue
 				}
@@ -114,7 +118,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 
 // unpace gives back what the pacers took for an attempt not sent.
 func (g *gate) unpace(hs *hostState, t taken) {
-	if t.quota || t.slot {
+	if t.quota || t.slot || t.rsv != nil {
 		for _, p := range hs.pacers {
 			p.undo(t)
 		}
@@ -123,8 +127,9 @@ func (g *gate) unpace(hs *hostState, t taken) {
 
 // paceRecord tells the pacers how an attempt they let go ended.
 func (g *gate) paceRecord(k *call, r *result) {
-	o := seen{sent: !r.notSent, retry: k.t.retry, slot: k.t.slot, quota: k.t.quota,
-		now: mono(), start: k.t.start, rejected: rejected(r)}
+	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
+	o := seen{sent: !r.notSent && !canceled, retry: k.t.retry, slot: k.t.slot, quota: k.t.quota,
+		now: mono(), start: k.t.start, rejected: rejected(r), canceled: canceled}
 	o.rtt = o.now - o.start
 	if r.resp != nil {
 		o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, time.Now()
@@ -136,9 +141,9 @@ func (g *gate) paceRecord(k *call, r *result) {
 }
 
 // rejected reports whether the host turned an attempt away, or could not
-// take it: 429, 502, 503 or 504, a timeout or a connection error. Any
-// other answer, a 500 included, was served; a canceled request says
-// nothing.
+// take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
+// context's deadline) or a connection error. Any other answer, a 500
+// included, was served; a request its caller canceled says nothing.
 func rejected(r *result) bool {
 	if r.resp != nil {
 		switch r.resp.StatusCode {
@@ -147,7 +152,7 @@ func rejected(r *result) bool {
 		}
 		return false
 	}
-	return r.err != nil && r.outcome != outcomeCanceled
+	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
 }
 
 // pacersQuiet reports whether a host's pacers hold nothing that
@@ -161,6 +166,9 @@ func (h *hostState) pacersQuiet() bool {
 		if busy {
 			return false
 		}
+	}
+	if h.rate.lim != nil && h.rate.lim.Tokens() < float64(h.rate.lim.Burst()) {
+		return false // forgetting it would refill its bucket
 	}
 	if h.quo.cfg != nil {
 		now := mono()

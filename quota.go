@@ -23,6 +23,10 @@ const (
 	// so that a fleet told the same reset does not come back at once; it
 	// is at most a tenth of the wait.
 	quotaJitterMax = time.Second
+	// quotaHorizon is the longest reset followed: a day (daily quotas
+	// are the longest servers state). A longer one is a misread time, a
+	// Unix time in milliseconds say, and would refuse the host for good.
+	quotaHorizon = 24 * time.Hour
 )
 
 // WithQuotaPacing reads the quota a host says is left (RateLimit and
@@ -101,7 +105,7 @@ func (q *quota) admit(a ask) verdictOf {
 		}
 	}
 	if wait > 0 {
-		if wait > int64(q.cfg.maxWait) || (a.deadline != 0 && a.now+wait >= a.deadline) {
+		if a.waited+time.Duration(wait) > q.cfg.maxWait || (a.deadline != 0 && a.now+wait >= a.deadline) {
 			return refuse(GiveUpQuota)
 		}
 		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota, again: true}
@@ -172,6 +176,9 @@ func (q *quota) observe(o seen) change {
 
 // take notes one reading, now; mu is held.
 func (q *quota) take(r quotaReading, now int64) {
+	if r.reset > quotaHorizon {
+		return // no quota is told for longer: a misread time, which would refuse everything until then
+	}
 	reset := now + int64(r.reset)
 	var p *quotaPart
 	for i := range q.parts {
@@ -184,7 +191,7 @@ func (q *quota) take(r quotaReading, now int64) {
 	case p == nil && len(q.parts) == maxQuotaParts:
 		return
 	case p == nil:
-		q.parts = append(q.parts, quotaPart{key: r.key})
+		q.parts = append(q.parts, quotaPart{key: strings.Clone(r.key)})
 		p = &q.parts[len(q.parts)-1]
 	case now < p.reset && r.reset <= time.Duration(p.reset-now)+time.Second:
 		// The same window. What went beyond this client's attempts sent

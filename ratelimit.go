@@ -181,14 +181,18 @@ func seconds(v string) (time.Duration, bool) {
 
 // resetAt parses a reset field: a Unix time in seconds when it is one
 // (from 2001 on, or not before yesterday by the clock: GitHub's
-// X-RateLimit-Reset, GitLab's RateLimit-Reset), else seconds from now
-// (the IETF draft's). A Unix time in the past is 0.
+// X-RateLimit-Reset, GitLab's RateLimit-Reset), or in milliseconds (13
+// or 14 digits), else seconds from now (the IETF draft's). A Unix time in
+// the past is 0.
 func resetAt(v string, now time.Time) (time.Duration, bool) {
 	n, ok := count(v)
 	if !ok {
 		return 0, false
 	}
-	if (n >= 1e9 || n >= now.Unix()-24*60*60) && n < 1<<40 {
+	if n >= 1e12 && n < 1e15 { // a Unix time in milliseconds
+		return min(max(time.UnixMilli(n).Sub(now), 0), maxHint), true
+	}
+	if (n >= 1e9 || n >= now.Unix()-24*60*60) && n < 1e12 {
 		return min(max(time.Unix(n, 0).Sub(now), 0), maxHint), true
 	}
 	return time.Duration(min(n, maxRetryAfterSeconds)) * time.Second, true

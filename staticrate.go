@@ -45,14 +45,19 @@ func (s *staticRate) admit(a ask) verdictOf {
 	d := r.DelayFrom(now)
 	switch {
 	case d <= 0:
-		return send
+		return verdictOf{act: actSend, taken: taken{rsv: r}}
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
 		r.CancelAt(now)
 		return refuse(GiveUpQuota)
 	}
-	return verdictOf{act: actWait, wait: d, reason: GiveUpQuota}
+	return verdictOf{act: actWait, wait: d, reason: GiveUpQuota, taken: taken{rsv: r}}
 }
 
-func (s *staticRate) undo(taken) {}
+// undo gives back a turn taken for an attempt that is not sent.
+func (s *staticRate) undo(t taken) {
+	if t.rsv != nil {
+		t.rsv.Cancel()
+	}
+}
 
 func (s *staticRate) observe(seen) change { return change{} }

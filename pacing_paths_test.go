@@ -1,0 +1,193 @@
+package retryhttp
+
+// Regressions found in review: each pacer against the paths around it.
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+		"testing"
+	"testing/synctest"
+	"time"
+)
+
+func getOK(t *testing.T, tr http.RoundTripper, ctx context.Context) error {
+	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// Hedged copies would take no slot, turn or quota: with those pacers, a
+// request is not hedged.
+func TestPacersTurnHedgingOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cur, peak atomic.Int64
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) {
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			defer cur.Add(-1)
+			select {
+			case <-time.After(time.Second):
+			case <-r.Context().Done():
+			}
+			return reply(r, 200, nil), nil
+		}}
+		tr := New(base, WithConcurrencyLimit(1, 1), WithoutBudget(),
+			WithHedging(HedgeConfig{Delay: 10 * time.Millisecond, MaxExtra: 3}))
+		if err := getOK(t, tr, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if p := peak.Load(); p > 1 {
+			t.Errorf("WithConcurrencyLimit(1,1): %d attempts in flight to the host at once", p)
+		}
+	})
+}
+
+// An open FailFast breaker refuses at once, before any pacer is asked (a
+// full limit here would make it wait).
+func TestFailFastBeforeThePacers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(&counting{}, WithoutBudget(), WithConcurrencyLimit(1, 1),
+			WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
+		openBreaker(t, tr, new(atomic.Bool))
+		hs := hostOf(tr, "h")
+		hs.lim.mu.Lock()
+		hs.lim.inflight = 1 // a slot held by a request to the failing host that hangs
+		hs.lim.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		began := time.Now()
+		err := getOK(t, tr, ctx)
+		if took := time.Since(began); took > 0 {
+			t.Errorf("FailFast with the breaker open: refused after %v (%v), want at once, circuit_open", took, err)
+		}
+	})
+}
+
+// A request whose context ends while it waits for its turn gives the
+// turn back.
+func TestRateTurnGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) { return reply(r, 200, nil), nil }}
+		tr := New(base, WithRateLimit(1, 1))
+		began := time.Now()
+		if err := getOK(t, tr, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		if err := getOK(t, tr, ctx); err == nil {
+			t.Fatal("want canceled")
+		}
+		if err := getOK(t, tr, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(began); took != time.Second {
+			t.Errorf("second request sent at %v, want 1s: the canceled one kept its token", took)
+		}
+	})
+}
+
+// A reset given as a Unix time in milliseconds is read as one, not as
+// 136 years from now, which would refuse the host for good.
+func TestQuotaIgnoresAMisreadReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(n int64, r *http.Request) (*http.Response, error) {
+			h := http.Header{}
+			if n == 1 {
+				h.Set("X-RateLimit-Remaining", "0")
+				h.Set("X-RateLimit-Reset", "1700000060000") // epoch ms
+			}
+			return reply(r, 200, h), nil
+		}}
+		tr := New(base, WithQuotaPacing(10*time.Second, false))
+		getOK(t, tr, context.Background())
+		time.Sleep(24 * time.Hour)
+		err := getOK(t, tr, context.Background())
+		if err != nil {
+			t.Errorf("a day later: %v; host quiet for eviction: %v", err, hostOf(tr, "h").pacersQuiet())
+		}
+	})
+}
+
+// The waits for a quota add up to maxWait at most, however many turns.
+func TestQuotaWaitsAddUpToMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) { return reply(r, 200, nil), nil }}
+		tr := New(base, WithQuotaPacing(2*time.Second, false))
+		hs := hostOf(tr, "h")
+		now := mono()
+		hs.quo.mu.Lock() // a small quota that others share: spent, 1.5 s windows
+		hs.quo.parts = append(hs.quo.parts, quotaPart{key: "default", remaining: 0, reset: now + int64(1500*time.Millisecond),
+			obs: now, window: int64(1500 * time.Millisecond), limit: 1, foreign: 1e-6})
+		hs.quo.mu.Unlock()
+		began := time.Now()
+		err := getOK(t, tr, context.Background())
+		if took := time.Since(began); took > 2*time.Second+200*time.Millisecond {
+			t.Errorf("WithQuotaPacing(maxWait 2s): waited %v, then %v", took, err)
+		}
+	})
+}
+
+// An attempt that reached its deadline is a refusal for the throttle: a
+// host that hangs is throttled.
+func TestThrottleCountsDeadlinesAsRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) {
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		}}
+		tr := New(base, WithThrottle(1.5), WithMaxAttempts(1))
+		refused := 0
+		for range 200 {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			if err := getOK(t, tr, ctx); err != nil {
+				if e, ok := err.(*Error); ok && e.Reason == GiveUpThrottled {
+					refused++
+				}
+			}
+			cancel()
+		}
+		if refused < 100 {
+			t.Errorf("a host that answered none of 200: %d refused by the throttle, sent %d", refused, base.n.Load())
+		}
+	})
+}
+
+// A canceled attempt says only that the host was at least that slow: it
+// is not the fastest answer, against which the others would look slow.
+func TestLimitLearnsNothingFastFromACancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &scripted{answer: func(_ int64, r *http.Request) (*http.Response, error) {
+			select {
+			case <-time.After(10 * time.Millisecond):
+				return reply(r, 200, nil), nil
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}}
+		tr := New(base, WithConcurrencyLimit(1, 8))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		getOK(t, tr, ctx)
+		cancel()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 50 {
+					getOK(t, tr, context.Background())
+				}
+			})
+		}
+		wg.Wait()
+		hs := hostOf(tr, "h")
+		hs.lim.mu.Lock()
+		defer hs.lim.mu.Unlock()
+		if hs.lim.limit < 7 {
+			t.Errorf("limit %.1f after 400 answers in 10 ms each (one canceled at 1 ms first), want about 8", hs.lim.limit)
+		}
+	})
+}
