@@ -20,16 +20,26 @@ const (
 	limitTolerance = 1.25
 	// limitBackoff is what a drop multiplies the limit by.
 	limitBackoff = 0.9
-	// limitMinWindow is how long the fastest answer is remembered: it is
-	// the fastest of this window and the one before, so that a host that
-	// became slower for good is believed within two windows.
+	// limitMinWindow is how long the fastest answer, and the host's own
+	// share of slow answers, are remembered: the least of this
+	// window and the one before, so that a host that became slower for
+	// good is believed within two windows.
 	limitMinWindow = 10 * time.Second
+	// limitRound is the fewest answers a round counts, so that its share
+	// of slow answers means something at a small limit.
+	limitRound = 16
+	// limitSlowShare is how much larger than the host's own a round's
+	// share of slow answers may be before the limit is cut: a host whose
+	// answers are queued beyond this share has more in flight than it
+	// serves at once.
+	limitSlowShare = 0.15
 )
 
 // WithConcurrencyLimit limits the attempts in flight to each host: fixed
 // with min == max (a bulkhead), else adaptive from max, cut by a tenth
 // when the host sheds (429, 503), times out or answers 1.25 × slower than
-// its fastest of late, grown by one per limit's worth of fast answers.
+// its fastest of late in a larger share than its own spread makes slow,
+// grown by one per round trip otherwise.
 // Up to max attempts over the limit wait their turn, within their
 // deadline; the others end at once with an [*Error], reason [GiveUpLimit].
 func WithConcurrencyLimit(min, max int) Option {
@@ -46,19 +56,25 @@ type limitConfig struct{ min, max int }
 
 // limiter is one host's concurrency limit.
 type limiter struct {
-	cfg      *limitConfig
-	mu       sync.Mutex
-	limit    float64
-	inflight int
-	waiters  []chan struct{} // FIFO; a closed channel is a granted slot
-	minRTT   [2]int64        // the fastest answer of this window and of the last
-	windowAt int64           // mono start of this window
-	cutAt    int64           // mono of the last cut: answers to attempts sent before it do not cut again
-	g        *stateGauge
+	cfg       *limitConfig
+	mu        sync.Mutex
+	limit     float64
+	inflight  int
+	waiters   []chan struct{} // FIFO; a closed channel is a granted slot
+	minRTT    [2]int64        // the fastest answer of this window and of the last
+	ownSlow   float64         // the share of slow answers of rounds in which at most half the limit was in use, smoothed; -1: none yet
+	leastSlow [2]float64      // the least share of slow answers of a round, this window and the last
+	windowAt  int64           // mono start of this window
+	round     limitRoundCount
+	g         *stateGauge
 }
+
+// limitRoundCount counts a round's answers: in all, slow, and drops.
+type limitRoundCount struct{ n, slow, drops int }
 
 func (l *limiter) init(cfg *limitConfig) {
 	l.cfg, l.limit = cfg, float64(cfg.max)
+	l.leastSlow, l.ownSlow = [2]float64{1, 1}, -1
 }
 
 // admit gives an attempt a slot if one is free; otherwise it queues, or,
@@ -167,40 +183,70 @@ func (l *limiter) observe(o seen) change {
 	return change{}
 }
 
-// adapt moves the limit; mu is held. A drop, or an answer slower than
-// limitTolerance × the fastest of late, cuts it by a tenth, once per
-// round trip (answers to attempts sent before the last cut do not cut
-// again); a fast answer, while at least half the limit is in use, adds
-// 1/limit, one a limit's worth of answers.
+// adapt moves the limit, once a round (max(limit, limitRound) answers,
+// about a round trip); mu is held. A round with a drop (429, 503, a
+// timeout) cuts it by a tenth; so does one whose share of slow answers
+// (1.25 × slower than the fastest of late) is larger than the host's own
+// by limitSlowShare, and by more than chance (two standard deviations):
+// queueing makes some answers slow beyond those the host's own spread
+// makes slow. The host's own share is learnt from rounds in which at most
+// half the limit was in use (this client cannot have queued them), and
+// is never taken below the least share of any round of late. Any other
+// round, while at least half the limit is in use, adds one.
+//
+// What it cannot tell apart: a host whose answers vary widely of
+// themselves (±30% and more) and that is loaded from the first request,
+// so that no round shows its own spread, looks queued, and the limit
+// falls towards min. docs/overload.md says so; min is the floor.
 func (l *limiter) adapt(o seen) {
 	if o.now-l.windowAt > int64(limitMinWindow) {
 		l.minRTT = [2]int64{0, l.minRTT[0]}
+		l.leastSlow = [2]float64{1, l.leastSlow[0]}
 		l.windowAt = o.now
 	}
-	slow := false
-	if !o.rejected && o.rtt > 0 {
-		if !o.canceled && (l.minRTT[0] == 0 || o.rtt < l.minRTT[0]) {
-			l.minRTT[0] = o.rtt
-		}
-		fastest := l.minRTT[0]
-		if l.minRTT[1] != 0 {
-			fastest = min(fastest, l.minRTT[1])
-		}
-		slow = fastest > 0 && float64(o.rtt) > limitTolerance*float64(fastest)
+	if !o.rejected && !o.canceled && o.rtt > 0 && (l.minRTT[0] == 0 || o.rtt < l.minRTT[0]) {
+		l.minRTT[0] = o.rtt
 	}
-	lo, hi := float64(l.cfg.min), float64(l.cfg.max)
+	fastest := l.minRTT[0]
+	if l.minRTT[1] != 0 {
+		fastest = min(fastest, l.minRTT[1])
+	}
+	slow := fastest > 0 && float64(o.rtt) > limitTolerance*float64(fastest)
 	switch {
+	case o.rejected:
+		l.round.drops++
 	case o.canceled && !slow:
-		// Ended by its caller: how long it took says only that it was
-		// at least that slow.
-	case o.rejected || slow:
-		if o.start >= l.cutAt {
-			l.limit = math.Max(lo, l.limit*limitBackoff)
-			l.cutAt = o.now
-		}
-	case float64(l.inflight)*2 >= l.limit:
-		l.limit = math.Min(hi, l.limit+1/l.limit)
+		return // ended by its caller: it says only that it was at least that slow
+	case slow:
+		l.round.slow++
 	}
+	l.round.n++
+	if l.round.n < max(int(l.limit), limitRound) {
+		return
+	}
+	n := float64(l.round.n)
+	share := float64(l.round.slow) / n
+	own := min(l.leastSlow[0], l.leastSlow[1])
+	if l.ownSlow >= 0 {
+		own = max(own, l.ownSlow)
+	}
+	queued := own < 1 && share > own+limitSlowShare+2*math.Sqrt(own*(1-own)/n)
+	lo, hi := float64(l.cfg.min), float64(l.cfg.max)
+	unloaded := float64(l.inflight)*2 <= l.limit
+	switch {
+	case l.round.drops > 0 || queued:
+		l.limit = math.Max(lo, l.limit*limitBackoff)
+	case !unloaded:
+		l.limit = math.Min(hi, l.limit+1)
+	}
+	if unloaded {
+		if l.ownSlow < 0 {
+			l.ownSlow = share
+		}
+		l.ownSlow += (share - l.ownSlow) / 8
+	}
+	l.leastSlow[0] = min(l.leastSlow[0], share)
+	l.round = limitRoundCount{}
 }
 
 // waitersLen is how many wait for a slot.
