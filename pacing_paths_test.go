@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-		"testing"
+	"testing"
 	"testing/synctest"
 	"time"
 )
