@@ -27,6 +27,8 @@ const (
 	// are the longest servers state). A longer one is a misread time, a
 	// Unix time in milliseconds say, and would refuse the host for good.
 	quotaHorizon = 24 * time.Hour
+	// quotaMinReset is the shortest wait for a spent quota's reset.
+	quotaMinReset = 250 * time.Millisecond
 )
 
 // WithQuotaPacing reads the quota a host says is left (RateLimit and
@@ -179,6 +181,9 @@ func (q *quota) take(r quotaReading, now int64) {
 	if r.reset > quotaHorizon {
 		return // no quota is told for longer: a misread time, which would refuse everything until then
 	}
+	if r.remaining == 0 && r.reset < quotaMinReset {
+		r.reset = quotaMinReset // spent, and a reset in whole seconds rounded down to 0: not at once
+	}
 	reset := now + int64(r.reset)
 	var p *quotaPart
 	for i := range q.parts {
@@ -193,6 +198,8 @@ func (q *quota) take(r quotaReading, now int64) {
 	case p == nil:
 		q.parts = append(q.parts, quotaPart{key: strings.Clone(r.key)})
 		p = &q.parts[len(q.parts)-1]
+	case now < p.reset && reset < p.reset-int64(time.Second):
+		return // an answer from a window that has ended, arriving late
 	case now < p.reset && r.reset <= time.Duration(p.reset-now)+time.Second:
 		// The same window. What went beyond this client's attempts sent
 		// since the last word (those then in flight included) went to
@@ -210,7 +217,7 @@ func (q *quota) take(r quotaReading, now int64) {
 			left = min(left, p.remaining-(p.since-float64(q.inflight)))
 		}
 		p.remaining, p.since, p.obs = left, float64(q.inflight), now
-		p.reset = reset
+		p.reset = min(p.reset, reset) // told in whole seconds, rounded up: the earliest is the closest
 		p.window = max(p.window, int64(r.reset))
 		p.limit = max(p.limit, float64(r.remaining)+1)
 		return

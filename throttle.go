@@ -8,7 +8,6 @@ package retryhttp
 
 import (
 	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -59,6 +58,7 @@ type throttle struct {
 	at     int64       // mono of the last decay
 	drop   float64     // the probability of a refusal, as last computed
 	probed int64       // mono of the last request let go against the odds
+	credit float64     // sends earned and not yet taken, at most 1
 	g      *stateGauge // its state, for the metrics
 }
 
@@ -106,7 +106,17 @@ func (t *throttle) admit(a ask) verdictOf {
 	t.decay(a.now)
 	p := t.probability()
 	t.drop = p
-	refused := p > 0 && rand.Float64() < p
+	// Refused by credit, not by a draw: each request earns 1-p of a
+	// send, and one goes when a whole one is earned, so that what goes is
+	// spread evenly (random refusals bunch the sends, and a host with a
+	// small burst refuses some of the bunches).
+	refused := false
+	if p > 0 {
+		t.credit = min(t.credit+1-p, 1)
+		if refused = t.credit < 1; !refused {
+			t.credit--
+		}
+	}
 	if refused && a.now-t.probed >= int64(throttleProbeGap) {
 		refused, t.probed = false, a.now // the probe of this second
 	}

@@ -61,6 +61,21 @@ func TestThrottle(t *testing.T) {
 		}
 	}
 
+	// A small host, whose burst is one request: what goes must be spread
+	// evenly, or it refuses some of it.
+	for _, c := range []float64{10, 20} {
+		for _, k := range []float64{2, 4} {
+			_, bare := throttleRun(1e9, int(k*c), 40*time.Second, constant(c), 10*time.Second)
+			_, got := throttleRun(1.5, int(k*c), 40*time.Second, constant(c), 10*time.Second)
+			t.Logf("capacity %g, offered %gC: the server sees %.2fC, completes %.2f × what it does with no throttle",
+				c, k, float64(got.sent)/30/c, float64(got.accepted)/float64(bare.accepted))
+			if float64(got.accepted) < 0.85*float64(bare.accepted) || float64(got.sent)/30/c > 1.5 {
+				t.Errorf("capacity %g, offered %gC: the server sees %.2fC and completes %d, want at most 1.5C and at least 0.85 × %d",
+					c, k, float64(got.sent)/30/c, got.accepted, bare.accepted)
+			}
+		}
+	}
+
 	// A healthy host: nothing refused.
 	_, healthy := throttleRun(1.25, 200, 10*time.Second, constant(1000), 0)
 	if healthy.sent != healthy.offered {
