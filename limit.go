@@ -37,11 +37,10 @@ const (
 
 // WithConcurrencyLimit limits the attempts in flight to each host: fixed
 // with min == max (a bulkhead), else adaptive from max, cut by a tenth
-// when the host sheds (429, 503), times out or answers 1.25 × slower than
-// its fastest of late in a larger share than its own spread makes slow,
-// grown by one per round trip otherwise.
-// Up to max attempts over the limit wait their turn, within their
-// deadline; the others end at once with an [*Error], reason [GiveUpLimit].
+// when the host sheds (429, 503), times out, or answers slower than its
+// own spread explains, grown by one per round trip otherwise. Up to max
+// attempts over the limit wait their turn, within their deadline; the
+// others end at once with an [*Error], reason [GiveUpLimit].
 func WithConcurrencyLimit(min, max int) Option {
 	return option("WithConcurrencyLimit", func(c *config) error {
 		if min < 1 || max < min || max > 1<<20 {
