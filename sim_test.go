@@ -39,12 +39,14 @@ var (
 // simRegressions are seeds that once failed: 10320 left a hedged
 // request's kept 503 open when a copy panicked; 33 kept a quota count of
 // an attempt whose base panicked; 8154 throttled a recovered host whose
-// answers took 494 ms (its attempts in flight looked refused); 1033,
+// answers took 494 ms (its attempts in flight looked refused); 9737
+// throttled a quiet client's requests after a recovery, on two late 503s
+// in its short view; 1033,
 // 30149, 32267, 1796320411515408814, 882 and 7510 were the checker's own
 // mistakes (FailFast refusals, a Retry-After the client never saw,
 // timeouts counted as the outage's, recovery per host, a quota's 429s
 // taken for 503s and for the outage's failures).
-var simRegressions = []uint64{10320, 33, 8154, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
+var simRegressions = []uint64{10320, 33, 8154, 9737, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh
@@ -1119,8 +1121,9 @@ func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ..
 		case string(GiveUpThrottled):
 			// The throttle forgets its refusals on the first answer it
 			// sees after a spell of none; after a short outage, whose
-			// refusals were few, they fade within a second.
-			if up >= 0 && g.at > up+s.faults.latency+time.Second {
+			// refusals were few, or late ones, they fade within its long
+			// view (2 s).
+			if up >= 0 && g.at > up+s.faults.latency+throttleLong {
 				fail("a request to %s was throttled at %v, after the host answered again at %v", g.host, g.at, up)
 			}
 		}

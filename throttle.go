@@ -24,6 +24,9 @@ const (
 	// would refuse, to find out that the host is back: at most one a
 	// second, however many are offered.
 	throttleProbeGap = time.Second
+	// throttleShortMin is the fewest requests the short view acts on: a
+	// quiet client's two failures in a row are no outage.
+	throttleShortMin = 4
 )
 
 // WithThrottle refuses a share of first attempts to a host that refuses
@@ -52,14 +55,15 @@ func WithThrottle(ratio float64) Option {
 // are forgotten at once, so that a recovered host is not kept waiting
 // for a window to clear.
 type throttle struct {
-	ratio  float64
-	mu     sync.Mutex
-	views  [2]throttleView
-	at     int64       // mono of the last decay
-	drop   float64     // the probability of a refusal, as last computed
-	probed int64       // mono of the last request let go against the odds
-	credit float64     // sends earned and not yet taken, at most 1
-	g      *stateGauge // its state, for the metrics
+	ratio    float64
+	mu       sync.Mutex
+	views    [2]throttleView
+	at       int64       // mono of the last decay
+	drop     float64     // the probability of a refusal, as last computed
+	probed   int64       // mono of the last request let go against the odds
+	credit   float64     // sends earned and not yet taken, at most 1
+	answered int64       // mono start of the latest-sent attempt the host accepted
+	g        *stateGauge // its state, for the metrics
 }
 
 type throttleView struct {
@@ -90,7 +94,7 @@ func (t *throttle) decay(now int64) {
 func (t *throttle) probability() float64 {
 	s, l := &t.views[0], &t.views[1]
 	p := (l.req - t.ratio*l.acc) / (l.req + 1)
-	if s.req > 1 {
+	if s.req > throttleShortMin {
 		p = max(p, 1-t.ratio*s.acc/s.req)
 	}
 	return max(p, 0)
@@ -146,6 +150,12 @@ func (t *throttle) observe(o seen) change {
 		return change{}
 	}
 	t.mu.Lock()
+	if o.rejected && o.start < t.answered {
+		// Sent before an attempt the host has accepted since: its
+		// refusal is stale, and says nothing of the host now.
+		t.mu.Unlock()
+		return change{}
+	}
 	t.decay(o.now)
 	if !o.retry {
 		for i := range t.views {
@@ -157,6 +167,7 @@ func (t *throttle) observe(o seen) change {
 		t.mu.Unlock()
 		return change{}
 	}
+	t.answered = max(t.answered, o.start)
 	if t.views[0].acc < 0.5 && t.drop > 0 {
 		// Nothing accepted lately, and this is: the host is back.
 		// Forget the refusals, keep the accepts.
