@@ -134,3 +134,98 @@ func TestQuotaPacing(t *testing.T) {
 		}
 	}
 }
+
+// quotaSimLatency is quotaSim with answers that take lat to come back
+// (the server counts each attempt halfway), for the fleet case.
+func quotaSimLatency(clients, limit int, window time.Duration, offered float64, d, timeout, lat time.Duration, spread bool) quotaResult {
+	qs := make([]quota, clients)
+	cfg := &quotaConfig{maxWait: timeout, spread: spread}
+	for i := range qs {
+		qs[i].init(cfg)
+	}
+	base := int64(monoOffset)
+	wall := time.Unix(1_800_000_000, 0)
+	var r quotaResult
+	used := map[int64]int{}
+	type ev struct {
+		at           time.Duration
+		kind         int // 0: ask, 1: answer
+		c            int
+		deadline     time.Duration
+		status, left int
+		reset        time.Duration
+	}
+	var evs []ev
+	push := func(e ev) {
+		i, _ := slices.BinarySearchFunc(evs, e, func(a, b ev) int { return int(a.at - b.at) })
+		for i < len(evs) && evs[i].at == e.at {
+			i++
+		}
+		evs = slices.Insert(evs, i, e)
+	}
+	ask := func(c int, now, deadline time.Duration) {
+		v := qs[c].admit(ask{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
+		switch v.act {
+		case actRefuse:
+			r.refused++
+		case actWait:
+			push(ev{at: now + v.wait, kind: 0, c: c, deadline: deadline})
+		default:
+			r.sends++
+			at := now + lat/2
+			win := int64(at / window)
+			status := 200
+			if used[win] < limit {
+				used[win]++
+			} else {
+				status = http.StatusTooManyRequests
+				r.tooMany++
+			}
+			reset := time.Duration(win+1)*window - at
+			push(ev{at: now + lat, kind: 1, c: c, status: status, left: limit - used[win], reset: reset})
+		}
+	}
+	step := time.Duration(float64(time.Second) / offered)
+	i := 0
+	for now := time.Duration(0); now < d; now += step {
+		for len(evs) > 0 && evs[0].at <= now {
+			e := evs[0]
+			evs = evs[1:]
+			if e.kind == 0 {
+				ask(e.c, e.at, e.deadline)
+				continue
+			}
+			h := http.Header{}
+			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, e.left, int(math.Ceil(e.reset.Seconds()))))
+			qs[e.c].observe(seen{quota: true, header: h, status: e.status, now: base + int64(e.at), wall: wall.Add(e.at)})
+		}
+		ask(i%clients, now, now+timeout)
+		i++
+	}
+	for w := range int64(d / window) {
+		r.used += used[w]
+		r.available += limit
+	}
+	return r
+}
+
+// Ten clients whose answers take 20 ms: what each knows of the quota is a
+// round trip old, and after a reset every client's waiting requests go
+// before the first answers say how fast the quota goes. Spread mode
+// paces them. The figures are logged; the bounds are what the design can
+// promise at this latency.
+func TestQuotaPacingFleetWithLatency(t *testing.T) {
+	const limit, window = 100, 10 * time.Second
+	offered := 3.0 * limit / window.Seconds()
+	for _, spread := range []bool{false, true} {
+		r := quotaSimLatency(10, limit, window, offered, 2*time.Minute, 30*time.Second, 20*time.Millisecond, spread)
+		share, use := float64(r.tooMany)/float64(r.sends), float64(r.used)/float64(r.available)
+		t.Logf("10 clients, 20 ms answers, spread %v: %.1f%% of sends answered 429, %.1f%% of the quota used", spread, 100*share, 100*use)
+		if spread && share > 0.02 {
+			t.Errorf("spread: %.1f%% of sends answered 429, want at most 2%%", 100*share)
+		}
+		if use < 0.85 {
+			t.Errorf("spread %v: %.1f%% of the quota used, want at least 85%%", spread, 100*use)
+		}
+	}
+}
