@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
@@ -64,14 +65,23 @@ func Retryablehttp(p Policy) Contender {
 // 50% jitter.
 func Failsafe(p Policy) Contender {
 	return Contender{"failsafe-go", func(base http.RoundTripper) http.RoundTripper {
-		rp := failsafehttp.NewRetryPolicyBuilder().
-			WithMaxAttempts(p.MaxAttempts).
-			WithBackoff(p.Base, p.Max).
-			WithJitterFactor(0.5).
-			ReturnLastFailure().
-			Build()
-		return failsafehttp.NewRoundTripper(base, rp)
+		return failsafehttp.NewRoundTripper(base, failsafeRetry(p))
 	}}
+}
+
+// failsafeRetry is failsafe-go's HTTP retry policy with the common
+// policy and 50% jitter; it does not retry the errors given (a throttler's
+// or limiter's refusal).
+func failsafeRetry(p Policy, final ...error) failsafe.Policy[*http.Response] {
+	b := failsafehttp.NewRetryPolicyBuilder().
+		WithMaxAttempts(p.MaxAttempts).
+		WithBackoff(p.Base, p.Max).
+		WithJitterFactor(0.5).
+		ReturnLastFailure()
+	if len(final) > 0 {
+		b = b.AbortOnErrors(final...)
+	}
+	return b.Build()
 }
 
 // RetryHTTPPolicy is retryhttp with the common policy (full jitter) and its
@@ -160,13 +170,7 @@ func overloaded(resp *http.Response, err error) bool {
 // rejection is not retried.
 func FailsafeThrottler(p Policy) Contender {
 	return Contender{"failsafe-go+throttler", func(base http.RoundTripper) http.RoundTripper {
-		rp := failsafehttp.NewRetryPolicyBuilder().
-			WithMaxAttempts(p.MaxAttempts).
-			WithBackoff(p.Base, p.Max).
-			WithJitterFactor(0.5).
-			ReturnLastFailure().
-			AbortOnErrors(adaptivethrottler.ErrExceeded).
-			Build()
+		rp := failsafeRetry(p, adaptivethrottler.ErrExceeded)
 		at := adaptivethrottler.NewBuilder[*http.Response]().HandleIf(overloaded).Build()
 		return failsafehttp.NewRoundTripper(base, rp, at)
 	}}
@@ -178,13 +182,7 @@ func FailsafeThrottler(p Policy) Contender {
 // retried.
 func FailsafeLimiter(p Policy) Contender {
 	return Contender{"failsafe-go+limiter", func(base http.RoundTripper) http.RoundTripper {
-		rp := failsafehttp.NewRetryPolicyBuilder().
-			WithMaxAttempts(p.MaxAttempts).
-			WithBackoff(p.Base, p.Max).
-			WithJitterFactor(0.5).
-			ReturnLastFailure().
-			AbortOnErrors(adaptivelimiter.ErrExceeded).
-			Build()
+		rp := failsafeRetry(p, adaptivelimiter.ErrExceeded)
 		al := adaptivelimiter.NewBuilder[*http.Response]().
 			WithLimits(1, 64, 32).
 			WithQueueing(1, 2).
