@@ -158,7 +158,7 @@ type circuit struct {
 	tickets *atomic.Uint64 // the gate's: names probes, so that a late answer ends only its own
 
 	isOpen atomic.Bool
-	nHeld  atomic.Int32 // held and ramping retries
+	nHeld  atomic.Int32 // held, ramping and granted retries, until they leave
 
 	mu        sync.Mutex
 	open      bool
@@ -172,6 +172,20 @@ type circuit struct {
 	held      []*holder // retries held now, oldest first
 	ramp      []*holder // released, waiting for their grant or turn, earliest due first
 	credit    int       // grants the next answers have earned for the ramp
+	// congested: a released retry has failed since the recovery began;
+	// each answer then lets one go, not two, so that what goes stays at
+	// what the host answers instead of doubling past it.
+	congested bool
+	// epoch counts the times the ramp was halted: a retry let go before
+	// its own wait has ended, and a halt since, is held again.
+	epoch uint64
+	// loan is how many retries the recovery under way may still release
+	// beyond the budget's share (lend in budget.go): set when a host that
+	// served no one answers again while the budget owes nothing; the
+	// retries held, twice over, so that those the recovered host turns
+	// away can be held and released again. lending mirrors loan > 0.
+	loan    int
+	lending atomic.Bool
 	// retryFailed: a retry or a probe has failed since the host last
 	// answered. Until one has, the failures are first attempts only, which
 	// say nothing of whether a retry would succeed (requests that each
@@ -183,11 +197,13 @@ type circuit struct {
 // holder is one held retry.
 type holder struct {
 	since     time.Time // when it was held
+	failed    time.Time // when its request's first attempt failed
 	notBefore time.Time // its own wait ends: it is never sent earlier
 	limit     time.Time
 	wake      chan struct{}
 	state     holdState
 	turn      time.Time // ramping: when it goes at the latest
+	epoch     uint64    // granted: the circuit's epoch then
 }
 
 type holdState uint8
@@ -196,6 +212,7 @@ const (
 	holdWaiting holdState = iota
 	holdRamping
 	holdGranted
+	holdGone // it left: released, or as the probe, or at its limit
 )
 
 // holdEnd is how a hold ended.
@@ -208,13 +225,39 @@ const (
 	holdGo                      // its limit, no retry seen failing: go
 )
 
-// rampPerFirst is how many released retries an answer to a first attempt
-// lets go at once.
-const rampPerFirst = 2
+// slowStart is how many held retries a recovery lets go at once; each
+// answer then lets more go (see answered), so that what goes doubles with
+// each round trip the host answers, until the first failure.
+const slowStart = 4
 
-// crowdSize is how many held retries make a crowd that would come back
-// together: past it, each new one is held a random share of its schedule.
-const crowdSize = 4
+// crowdSize and crowdWindow make a crowd: that many held retries whose
+// requests first failed within crowdWindow of each other failed together
+// (a process's callers that all failed in one instant), and would come
+// back together at the end of their schedules.
+const (
+	crowdSize   = 4
+	crowdWindow = 10 * time.Millisecond
+)
+
+// crowd reports whether a retry of a request that first failed at failed
+// joins a crowd: crowdSize - 1 others held whose requests first failed
+// within crowdWindow of it.
+func (cb *circuit) crowd(failed time.Time) bool {
+	if cb.nHeld.Load() < crowdSize-1 {
+		return false
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	n := 0
+	for _, w := range cb.held {
+		if d := w.failed.Sub(failed); d < crowdWindow && d > -crowdWindow {
+			if n++; n == crowdSize-1 {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // minProbeGap bounds how close the probes come when many retries are held.
 const minProbeGap = 20 * time.Millisecond
@@ -293,11 +336,19 @@ func (cb *circuit) observeLocked(o seen, now time.Time) change {
 	switch {
 	case o.answered:
 		ch.closed = cb.open
-		cb.answered(now, !o.retry)
+		cb.answered(now, o.retry, o.lend)
 	case o.failed:
 		if o.trip && !cb.open {
 			ch.opened = true
 			cb.trip(now)
+		} else {
+			// An attempt failed: a recovery under way (retries on the
+			// ramp, or let go and not yet gone) halts until the next
+			// answer, and goes on at the pace of the answers.
+			if len(cb.ramp) > 0 || int(cb.nHeld.Load()) > len(cb.held) {
+				cb.congested = true
+			}
+			cb.rehold()
 		}
 		if o.probe != 0 && o.probe == cb.probing {
 			cb.failedProbe(now)
@@ -314,6 +365,7 @@ func (cb *circuit) observeLocked(o seen, now time.Time) change {
 func (cb *circuit) trip(now time.Time) {
 	cb.open = true
 	cb.isOpen.Store(true)
+	cb.setLoan(0)
 	if len(cb.held) == 0 {
 		cb.probes, cb.prevProbe = 0, 0
 		cb.schedule(now)
@@ -322,17 +374,28 @@ func (cb *circuit) trip(now time.Time) {
 }
 
 // answered closes the circuit and releases every held retry onto the
-// ramp, in the order they were due. An answer to a first attempt lets two
-// on the ramp go at once: a process whose callers wait on held retries
-// sends new requests as they are freed, and so frees the rest within a
-// few round trips, while an instance with little traffic of its own (one
-// of a fleet) lets its backlog go at its paced turns, so that a fleet's
-// backlogs do not come back together.
-func (cb *circuit) answered(now time.Time, first bool) {
+// ramp, in the order they were due: a slow start, slowStart at once and
+// rampPerAnswer more for each answer that follows, so that a process
+// whose callers wait on held retries frees them within a few round trips
+// of the host's, while an instance with little traffic of its own (one of
+// a fleet) lets its backlog go at its paced turns at the latest, so that a
+// fleet's backlogs do not come back together. With lend (the host served
+// no one until this answer, and the budget owes nothing), the recovery
+// may release them beyond the budget's share.
+func (cb *circuit) answered(now time.Time, retry, lend bool) {
 	cb.open, cb.probing = false, 0
 	cb.isOpen.Store(false)
 	cb.retryFailed.Store(false)
+	if lend && len(cb.held) > 0 && cb.loan == 0 {
+		cb.setLoan(2 * (len(cb.held) + len(cb.ramp)))
+	}
+	if lend || len(cb.held)+len(cb.ramp) == 0 {
+		cb.congested = false // a new recovery starts slow, and doubles
+	}
 	if len(cb.held) > 0 {
+		if len(cb.ramp) == 0 && !cb.congested {
+			cb.credit = slowStart - 2 // and the 2 this answer earns
+		}
 		due := func(w *holder) time.Time {
 			if w.notBefore.After(w.since) {
 				return w.notBefore
@@ -359,8 +422,13 @@ func (cb *circuit) answered(now time.Time, first bool) {
 		cb.signal()
 	}
 	if len(cb.ramp) > 0 {
-		if first {
-			cb.credit += rampPerFirst
+		// An answer to a retry (one the recovery let go, or the probe)
+		// frees its place and earns one more: what goes doubles each
+		// round trip, until an attempt fails. An answer to a first
+		// attempt frees its place only.
+		cb.credit++
+		if retry && !cb.congested {
+			cb.credit++
 		}
 		cb.grant()
 	} else {
@@ -375,8 +443,7 @@ func (cb *circuit) grant() {
 		cb.ramp[0] = nil
 		cb.ramp = cb.ramp[1:]
 		cb.credit--
-		cb.nHeld.Add(-1)
-		w.state = holdGranted
+		w.state, w.epoch = holdGranted, cb.epoch
 		wakeOne(w)
 	}
 }
@@ -384,6 +451,7 @@ func (cb *circuit) grant() {
 // rehold puts the retries on the ramp back in the hold: the host failed
 // again before they went.
 func (cb *circuit) rehold() {
+	cb.epoch++
 	if len(cb.ramp) == 0 {
 		return
 	}
@@ -395,6 +463,28 @@ func (cb *circuit) rehold() {
 	clear(cb.ramp)
 	cb.ramp, cb.credit = cb.ramp[:0], 0
 	cb.signal()
+}
+
+// setLoan sets what the recovery under way may lend; mu is held.
+func (cb *circuit) setLoan(n int) {
+	cb.loan = n
+	if cb.lending.Load() != (n > 0) {
+		cb.lending.Store(n > 0)
+	}
+}
+
+// borrow takes one retry of the recovery's loan, if any is left.
+func (cb *circuit) borrow() bool {
+	if !cb.lending.Load() {
+		return false
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.loan == 0 {
+		return false
+	}
+	cb.setLoan(cb.loan - 1)
+	return true
 }
 
 func wakeOne(w *holder) {
@@ -486,8 +576,8 @@ func (cb *circuit) wakeDue(now time.Time) {
 // rules above. A context that ends first ends the hold with its error.
 // Every wait is bounded by limit: nothing, not a probe in flight, keeps a
 // retry past it.
-func (cb *circuit) hold(ctx context.Context, notBefore, limit time.Time) (holdEnd, uint64, error) {
-	w := &holder{notBefore: notBefore, limit: limit, wake: make(chan struct{}, 1)}
+func (cb *circuit) hold(ctx context.Context, failed, notBefore, limit time.Time) (holdEnd, uint64, error) {
+	w := &holder{failed: failed, notBefore: notBefore, limit: limit, wake: make(chan struct{}, 1)}
 	cb.mu.Lock()
 	now := time.Now()
 	w.since = now
@@ -534,12 +624,26 @@ const maxHoldTurns = 1 << 20
 // ended, as end.
 func (cb *circuit) step(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool) {
 	if w.state == holdRamping && !now.Before(w.turn) {
-		cb.leave(w, now)
-		w.state = holdGranted
+		if i := slices.Index(cb.ramp, w); i >= 0 {
+			cb.ramp = slices.Delete(cb.ramp, i, i+1)
+		}
+		w.state, w.epoch = holdGranted, cb.epoch // its turn
 	}
 	switch w.state {
 	case holdGranted:
-		return holdReleased, 0, !now.Before(w.notBefore)
+		switch {
+		case w.epoch != cb.epoch:
+			// Let go, not yet gone, and the host has failed since: held
+			// again.
+			w.state = holdWaiting
+			cb.held = append(cb.held, w)
+			slices.SortStableFunc(cb.held, func(a, b *holder) int { return a.since.Compare(b.since) })
+			return 0, 0, false
+		case now.Before(w.notBefore):
+			return 0, 0, false
+		}
+		cb.leave(w, now)
+		return holdReleased, 0, true
 	case holdRamping:
 		return 0, 0, false
 	}
@@ -565,14 +669,16 @@ func (cb *circuit) leave(w *holder, now time.Time) {
 		q = &cb.held
 	case holdRamping:
 		q = &cb.ramp
-	default:
+	case holdGone:
 		return
 	}
-	if i := slices.Index(*q, w); i >= 0 {
-		*q = slices.Delete(*q, i, i+1)
-		cb.nHeld.Add(-1)
+	if q != nil {
+		if i := slices.Index(*q, w); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+		}
 	}
-	w.state = holdGranted
+	cb.nHeld.Add(-1)
+	w.state = holdGone
 	cb.wakeDue(now)
 }
 

@@ -81,6 +81,10 @@ type hostBudget struct {
 	firsts  [budgetBuckets]atomic.Uint64
 	retries [budgetBuckets]atomic.Uint64
 	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
+	// owed is what a recovery lent: the first attempts still to be sent
+	// before the next recovery may lend again, 1/ratio for each retry it
+	// released beyond the share (see lend).
+	owed atomic.Int64
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -197,10 +201,32 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	return refuse(GiveUpBudget)
 }
 
-// countFirst counts a first attempt in second sec.
+// countFirst counts a first attempt in second sec, and repays one of
+// what a recovery lent.
 func (c *budgetCtl) countFirst(sec int64) {
 	c.e.touch(sec)
-	bucketAdd(&c.e.v.firsts[uint64(sec)%budgetBuckets], sec)
+	h := &c.e.v
+	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
+	if h.owed.Load() > 0 {
+		h.owed.Add(-1)
+	}
+}
+
+// solvent reports whether what the last recovery lent has been repaid, so
+// that a new one may lend.
+func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <= 0 }
+
+// lend charges a retry that a recovery releases beyond the share: it is
+// counted among the retries (the share has no room for 10 s), and owed,
+// 1/ratio first attempts, so that until they are sent no recovery lends
+// again. Over any span, then, the retries lent beyond the share are at
+// most ratio × the first attempts sent before the latest loan began,
+// plus that loan: a host that flaps is lent once per 1/ratio × the
+// retries it released, not at every recovery.
+func (c *budgetCtl) lend(sec int64) {
+	h := &c.e.v
+	bucketAdd(&h.retries[uint64(sec)%budgetBuckets], sec)
+	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
 func (c *budgetCtl) undo(t taken) {

@@ -100,6 +100,7 @@ type seen struct {
 	failed   bool   // a fresh failure worth retrying
 	retry    bool   // the attempt was a retry or a probe
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
+	lend     bool   // answered by a host that served no one, whose budget owes nothing
 	probe    uint64 // the attempt was this probe
 
 	// For the pacers, of every attempt they let go:
@@ -305,9 +306,13 @@ func (g *gate) record(k *call, r *result) {
 	t.probe = 0
 	switch {
 	case r.err == nil && !r.retryable:
-		hs.health.answer(t.start)
+		m := mono()
+		o.lend = hs.health.outage(m) && (g.budget == nil || hs.bud.solvent())
+		hs.health.answer(t.start, m)
 		o.answered = true
-	case r.retryable && !r.notSent && !hs.health.stale(t.start):
+	case r.retryable && (!r.notSent || isDialError(r.err)) && !hs.health.stale(t.start):
+		// A refused connection reached no application, but says that
+		// the host serves no one: it counts, though it costs nothing.
 		m := mono()
 		s := hs.health.fail(m, g.scoreCap())
 		o.failed = true
@@ -407,11 +412,21 @@ func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
 	if hs == nil {
 		return admitWait, ""
 	}
+	m := mono()
+	if hs.health.outage(m) && g.mayHold(hs, m) {
+		return admitHold, "" // the host serves no one: wait for it, uncharged
+	}
 	a := g.question(hs, kindRetry)
 	a.free = r.notSent
 	v := g.ask(hs, a)
 	switch v.act {
 	case actRefuse:
+		if v.reason == GiveUpBudget && (hs.health.down(m) || hs.cb.lending.Load()) && g.mayHold(hs, m) {
+			// Failures in an instant from a host that does not answer (an
+			// outage not yet sure), or a recovery under way: held, to go
+			// with the host's next answer, charged then.
+			return admitHold, ""
+		}
 		return admitWait, v.reason
 	case actHold:
 		if g.breaker == nil {
@@ -421,6 +436,23 @@ func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
 	}
 	k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, v.probe
 	return admitWait, ""
+}
+
+// mayHold reports whether a retry to hs may be held at m for the host's
+// recovery: the breaker holds retries (it is on, and not FailFast), and
+// something will pay for the retry when the recovery releases it: no
+// budget, a recovery under way that may still lend, a budget that owes
+// nothing (the recovery will lend), or the share's room now. Otherwise
+// it gives up at once: the budget never makes a caller wait for a retry
+// that will not be sent.
+func (g *gate) mayHold(hs *hostState, m int64) bool {
+	switch {
+	case g.breaker == nil || g.breaker.FailFast:
+		return false
+	case g.budget == nil || hs.cb.lending.Load() || hs.bud.solvent():
+		return true
+	}
+	return g.budget.room(&hs.bud.e.v, secondOf(m), false)
 }
 
 // question is a new question of kind about host hs, now.
@@ -433,8 +465,13 @@ func (g *gate) question(hs *hostState, kd kind) ask {
 // meanwhile, it is held (with FailFast, it goes only as the probe).
 func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	hs := k.hs
-	if hs == nil || g.breaker == nil || !hs.cb.isOpen.Load() || k.t.probe != 0 {
+	if hs == nil || g.breaker == nil || k.t.probe != 0 {
 		return "", nil
+	}
+	if !hs.cb.isOpen.Load() {
+		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
+			return "", nil
+		}
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(ask{kind: kindProbe})
@@ -458,7 +495,7 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	g.refund(k)
 	k.t.wasHeld = true
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
-		end, ticket, err := hs.cb.hold(k.ctx, notBefore, limit)
+		end, ticket, err := hs.cb.hold(k.ctx, k.t.firstFail, notBefore, limit)
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
@@ -489,11 +526,23 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 	}
 	a := g.question(hs, kd)
 	// Released: the host has answered, the floor is back. At its limit
-	// with no retry seen failing: it was held for the floor.
-	a.healthy = a.healthy || end == holdReleased || end == holdGo
-	v := send
+	// with no retry seen failing: it was held for the floor. The probe of
+	// a crowd (a process's many callers held together): the floor too,
+	// so that its callers learn of the recovery within a probe's gap,
+	// not when the share next has room; one instance of a fleet, with a
+	// few held, probes on its share alone.
+	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
+		(end == holdProbe && hs.cb.nHeld.Load() >= crowdSize)
+	v, lent := send, false
 	if g.budget != nil {
 		v = hs.bud.admit(a)
+		if v.act != actSend && end == holdReleased && hs.cb.borrow() {
+			hs.bud.lend(a.sec) // released by a recovery, beyond the share
+			v, lent = verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}, true
+		}
+	}
+	if f := k.c.onRelease; f != nil && v.act == actSend && end == holdReleased {
+		f(hs.host, lent)
 	}
 	switch {
 	case v.act == actSend:

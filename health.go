@@ -1,7 +1,9 @@
 // This file holds a host's health, the one score that admission's
 // controllers read: how many of its attempts have failed lately, since
 // when, and when an attempt that the host answered last started, so that
-// an outcome that started before it is known to be stale.
+// an outcome that started before it is known to be stale; and, from the
+// same facts, the one rule that tells an outage (the host serves no one)
+// from an overload (it serves some and refuses the rest).
 
 package retryhttp
 
@@ -24,6 +26,13 @@ const (
 	// later one is noted: the note costs a store on a shared line, so a
 	// busy healthy host takes at most one a millisecond.
 	staleSlack = int64(time.Millisecond)
+	// quietFactor and minQuiet make the span without an answer after
+	// which a failing host is taken to serve no one: quietFactor times
+	// its usual gap between answers, and at least minQuiet. A host that
+	// serves 10 requests a second and refuses 190 (overload) answers
+	// every 100ms: never quiet for 400ms.
+	quietFactor = 4
+	minQuiet    = int64(100 * time.Millisecond)
 )
 
 // health is one host's score: +1 per fresh failure worth retrying, -2 per
@@ -33,6 +42,8 @@ type health struct {
 	since    atomic.Int64 // mono of the failure that took the score off 0
 	answered atomic.Int64 // mono start of an attempt the host answered lately, 0 if none
 	lastFail atomic.Int64 // mono of the latest fresh failure
+	lastOK   atomic.Int64 // mono of the end of the latest answer noted, 0 if none
+	gap      atomic.Int64 // the usual gap between answers, in nanoseconds (an average)
 }
 
 // mono is the time since the package started, on the monotonic clock, plus
@@ -61,9 +72,15 @@ func (h *health) stale(start int64) bool { return start < h.answered.Load() }
 // answer takes an answer to an attempt that started at start: it notes
 // the start, and takes 2 off the score. On a healthy host it writes at
 // most once a millisecond.
-func (h *health) answer(start int64) {
+func (h *health) answer(start, end int64) {
 	if start > h.answered.Load()+staleSlack {
 		h.answered.Store(start)
+	}
+	if last := h.lastOK.Load(); end > last+staleSlack {
+		h.lastOK.Store(end)
+		if last != 0 {
+			h.learnGap(end - last)
+		}
 	}
 	for {
 		s := h.score.Load()
@@ -118,3 +135,39 @@ func (h *health) lasted(m int64) bool {
 func (h *health) failing(m int64) bool {
 	return h.score.Load() >= failingAfter && h.lasted(m) && h.answered.Load() <= h.lastFail.Load()
 }
+
+// learnGap takes a gap between two answers into the usual gap: an average
+// over about 8 gaps, where one gap counts for at most twice the average,
+// so that an outage's silence does not teach the host to be silent.
+func (h *health) learnGap(d int64) {
+	g := h.gap.Load()
+	if g == 0 {
+		h.gap.Store(d)
+		return
+	}
+	h.gap.Store(g + (min(d, 2*g)-g)/8)
+}
+
+// quiet reports whether the host has gone without an answer at m for
+// longer than it usually does: quietFactor times its usual gap between
+// answers, and at least minQuiet; or has never answered.
+func (h *health) quiet(m int64) bool {
+	last := h.lastOK.Load()
+	return last == 0 || m-last > max(quietFactor*h.gap.Load(), minQuiet)
+}
+
+// down reports whether the host serves no one at m, as far as the client
+// can see: several fresh failures in a row (the score has reached
+// failingAfter and the latest word was a failure), and no answer for
+// longer than its usual gap. It does not ask that the failures have
+// lasted: a burst that failed in one instant on a host that never
+// answered, or is quiet, may be an outage.
+func (h *health) down(m int64) bool {
+	return h.score.Load() >= failingAfter && h.answered.Load() <= h.lastFail.Load() && h.quiet(m)
+}
+
+// outage reports whether the host is in an outage at m: it is down, and
+// its failures have lasted minFailingSpan. An outage holds retries
+// instead of refusing them; an overload (failures mixed with answers) is
+// the budget's, as ever.
+func (h *health) outage(m int64) bool { return h.down(m) && h.lasted(m) }

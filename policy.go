@@ -99,6 +99,9 @@ func requestOption(name string, set func(*config) error) RequestOption {
 
 // config is what the options resolve into, once, in New.
 type config struct {
+	// onRelease, if set (by the simulator), is told of every held retry
+	// that a recovery releases, and whether it was lent.
+	onRelease         func(host string, lent bool)
 	base              http.RoundTripper
 	inner             *Transport // base is itself a Transport: call it once per attempt
 	markOwner         bool       // a Transport hides deeper in base: tell it by context

@@ -108,10 +108,11 @@ type simulation struct {
 	callers       []simCaller
 	faults        simFaults
 
-	mu     sync.Mutex
-	events []breakerEvent
-	hooked bool                // an attempt hook is drawn: hook records what it was told
-	hook   map[string][]string // per caller: "start n", "start n hedge", "end n retried", "end n give-up <reason>", "end n"
+	mu       sync.Mutex
+	releases []simRelease
+	events   []breakerEvent
+	hooked   bool                // an attempt hook is drawn: hook records what it was told
+	hook     map[string][]string // per caller: "start n", "start n hedge", "end n retried", "end n give-up <reason>", "end n"
 }
 
 // attemptHook records, per caller, what the attempt hook is told.
@@ -188,6 +189,13 @@ func (s *simulation) checkHook(attempts, retries float64, fail func(string, ...a
 }
 
 // breakerEvent is one call of OnStateChange.
+// simRelease is a held retry that a recovery released.
+type simRelease struct {
+	host string
+	at   time.Duration
+	lent bool // beyond the budget's share
+}
+
 type breakerEvent struct {
 	host string
 	open bool
@@ -269,6 +277,9 @@ type simFaults struct {
 	// quota: each host serves this many a second (windows from the
 	// start), says what is left in RateLimit, and answers 429 beyond.
 	quota int
+	// capacity: each host serves this many per 100ms (windows from the
+	// start) and answers 503 beyond: an overload, never an outage.
+	capacity int
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -398,7 +409,36 @@ func drawSim(seed uint64) *simulation {
 	s.drawPacers(r)
 	s.drawFaults(r)
 	s.drawCallers(r)
+	// Drawn from their own stream, so that the seeds drawn before
+	// these cases existed draw what they did.
+	s.drawShapes(rand.New(rand.NewPCG(seed, seed^0x5bd1e995)))
 	return s
+}
+
+// drawShapes draws the outages' and overloads' shapes that admission
+// must tell apart: a host that flaps (down and up in turn), and one that
+// serves a few attempts a tenth of a second and answers 503 to the rest
+// (an overload, deep or not: never an outage).
+func (s *simulation) drawShapes(r *rand.Rand) {
+	f := &s.faults
+	if f.failOnce || f.quota > 0 {
+		return
+	}
+	switch r.IntN(8) {
+	case 0:
+		flap := time.Duration(100+r.IntN(900)) * time.Millisecond
+		start := time.Duration(r.IntN(2000)) * time.Millisecond
+		f.outages = nil
+		for i := range 2 + r.IntN(6) {
+			at := start + time.Duration(2*i)*flap
+			f.outages = append(f.outages, [2]time.Duration{at, at + flap})
+		}
+		s.desc = append(s.desc, fmt.Sprintf("flapping=%v", flap))
+	case 1:
+		f.capacity = 1 + r.IntN(10)
+		f.outageOnly = false // the refusals of an overload are failures too
+		s.desc = append(s.desc, fmt.Sprintf("overload: serves %d per 100ms, 503 beyond", f.capacity))
+	}
 }
 
 // drawPacers draws the pacers (pacing.go), each on in a fifth of runs,
@@ -545,6 +585,7 @@ type simBase struct {
 	mu    sync.Mutex
 	sent  map[string][]simAttempt
 	oks   map[string][]time.Duration // when a 200 was answered, per host
+	downs map[string][]time.Duration // when an outage's failure was answered (or refused), per host
 	used  map[string]map[int64]int   // the server quota's use, per host and window
 	open  atomic.Int64               // response bodies handed out, not closed
 }
@@ -595,10 +636,15 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	for _, o := range f.outages {
 		outage = outage || (judged >= o[0] && judged < o[1])
 	}
+	if outage {
+		b.mu.Lock()
+		b.downs[r.URL.Host] = append(b.downs[r.URL.Host], answered)
+		b.mu.Unlock()
+	}
 	if outage && f.refuse {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	}
-	down = down || outage
+	down = down || outage || (f.capacity > 0 && !b.serve(r.URL.Host, answered))
 	b.mu.Lock()
 	b.sent[id][n-1].answered = true
 	b.mu.Unlock()
@@ -661,6 +707,25 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.open.Add(1)
 	return &http.Response{StatusCode: code, Header: h, Request: r,
 		Body: &simBody{open: &b.open}}, nil
+}
+
+// serve takes one of the host's capacity for an answer at t, if any is
+// left in its 100ms.
+func (b *simBase) serve(host string, t time.Duration) bool {
+	w := -1 - int64(t/(100*time.Millisecond)) // apart from the quota's windows
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used == nil {
+		b.used = map[string]map[int64]int{}
+	}
+	if b.used[host] == nil {
+		b.used[host] = map[int64]int{}
+	}
+	if b.used[host][w] >= b.s.faults.capacity {
+		return false
+	}
+	b.used[host][w]++
+	return true
 }
 
 // spend takes one of the host's quota for an answer at t, and says what
@@ -746,10 +811,19 @@ type simOutcome struct {
 // run runs the simulation and returns what it broke.
 func (s *simulation) run(t *testing.T) []string {
 	start := time.Now()
-	b := &simBase{s: s, start: start, sent: map[string][]simAttempt{}, oks: map[string][]time.Duration{}}
+	b := &simBase{s: s, start: start, sent: map[string][]simAttempt{},
+		oks: map[string][]time.Duration{}, downs: map[string][]time.Duration{}}
 	m := NewMetrics()
 	gu := &giveUps{start: start}
-	opts := append(append([]Option(nil), s.opts...), WithMetrics(m), WithLogger(slog.New(gu)))
+	observe := option("observe", func(c *config) error {
+		c.onRelease = func(host string, lent bool) {
+			s.mu.Lock()
+			s.releases = append(s.releases, simRelease{host, time.Since(start), lent})
+			s.mu.Unlock()
+		}
+		return nil
+	})
+	opts := append(append([]Option(nil), s.opts...), WithMetrics(m), WithLogger(slog.New(gu)), observe)
 	tr := New(b, opts...)
 	outcomes := make([]simOutcome, len(s.callers))
 	done := make([]chan struct{}, len(s.callers))
@@ -943,11 +1017,65 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		fail("attempts_total %v != requests %v - refused %d + retries %v + hedges %v", attempts, requests, refused, retries, hedges)
 	}
 	s.checkRecovery(b, gu, fail)
+	s.checkReleases(b, fail)
 	s.checkPacers(tr, fail)
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	s.checkHook(attempts, retries, fail)
 	return errs
+}
+
+// checkReleases checks what recoveries released: a held retry is never
+// released while the host refuses, once the client has seen it refuse
+// (in an outage window, a failure answered before the release, with no
+// answer between them); and, per host, the retries lent beyond the
+// budget's share are at most ratio × its first attempts plus one loan
+// (twice the callers to the host: a loan is twice what was held), the
+// bound lend (budget.go) promises.
+func (s *simulation) checkReleases(b *simBase, fail func(string, ...any)) {
+	lent := map[string]int{}
+	for _, rel := range s.releases {
+		from, in := time.Duration(0), false
+		for _, o := range s.faults.outages {
+			if rel.at >= o[0] && rel.at < o[1] {
+				from, in = o[0], true
+			}
+		}
+		seen := time.Duration(-1) // the latest failure of this outage seen before the release
+		for _, d := range b.downs[rel.host] {
+			if in && d >= from && d < rel.at {
+				seen = max(seen, d)
+			}
+		}
+		answered := false
+		for _, ok := range b.oks[rel.host] {
+			answered = answered || (ok >= seen && ok <= rel.at)
+		}
+		if seen >= 0 && !answered {
+			fail("a held retry to %s was released at %v, in an outage it was seen in at %v, with no answer since", rel.host, rel.at, seen)
+		}
+		if rel.lent {
+			lent[rel.host]++
+		}
+	}
+	for host, n := range lent {
+		if s.noBudget {
+			fail("%d retries to %s lent with no budget", n, host)
+			continue
+		}
+		firsts, callers := 0, 0
+		for _, c := range s.callers {
+			if c.host == host {
+				callers++
+				if len(b.sent[c.id]) > 0 {
+					firsts++
+				}
+			}
+		}
+		if limit := s.ratio*float64(firsts) + float64(2*callers) + 1; float64(n) > limit {
+			fail("%d retries to %s lent beyond the share, for %d first attempts and %d callers: want at most %v", n, host, firsts, callers, limit)
+		}
+	}
 }
 
 // checkPacers checks that, once every request has ended, the pacers hold

@@ -266,13 +266,12 @@ func (k *call) unclaim() {
 // limit.
 func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
 	if k.t.span == 0 {
-		// While 4 or more retries to the host are held (a process's
-		// callers that all failed in one instant), a random 80% to 100%
-		// of the schedule, drawn once per request, so that they do not
-		// all come back together; the whole schedule for a quiet
-		// client's few.
+		// A crowd that failed together (a process's callers held in one
+		// instant) is held a random 80% to 100% of the schedule, drawn
+		// once per request, so that its callers do not all come back,
+		// and fail again, together; any other retry, the whole schedule.
 		k.t.span = k.c.schedule
-		if k.hs.cb.nHeld.Load() >= crowdSize {
+		if k.hs.cb.crowd(k.t.firstFail) {
 			k.t.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
 		}
 	}

@@ -59,6 +59,11 @@ func main() {
 		closed(base, "closed-fleet-W50-D30", 50, 100*time.Millisecond, true),
 		overload(base, 2),
 		overload(base, 4),
+		overload(base, 1.25),
+		overloadDeep(base),
+		flapping(base),
+		refused(with(base, "steady-D1", "steady", time.Second, false, "")),
+		refused(fleet(base, 50)),
 		steps(base),
 		quota(base, 1),
 		quota(base, 10),
@@ -148,9 +153,36 @@ func closed(s Scenario, name string, w int, think time.Duration, perWorker bool)
 // overload is a server that serves 500 requests a second and refuses the
 // excess at once with a 503, never down, offered k times that (open loop,
 // one shared client) for 10 s.
-func overload(s Scenario, k int) Scenario {
-	s = with(s, fmt.Sprintf("overload-%dx", k), "steady", 0, false, "")
-	s.RateCap, s.Rate, s.Warmup, s.Recovery = 500, 500*k, 10*time.Second, 0
+func overload(s Scenario, k float64) Scenario {
+	s = with(s, fmt.Sprintf("overload-%gx", k), "steady", 0, false, "")
+	s.RateCap, s.Rate, s.Warmup, s.Recovery = 500, int(500*k), 10*time.Second, 0
+	return s
+}
+
+// overloadDeep is an overload where successes are sparse: a server that
+// serves 10 requests a second, offered 200 (open loop, one shared client)
+// for 10 s; the case where an outage detector could take overload for an
+// outage.
+func overloadDeep(s Scenario) Scenario {
+	s = with(s, "overload-deep", "steady", 0, false, "")
+	s.RateCap, s.Rate, s.Warmup, s.Recovery = 10, 200, 10*time.Second, 0
+	return s
+}
+
+// flapping is a server that is down for 1 s and up for 1 s, in turn, for
+// 30 s (starting down, after 5 s healthy), offered 200 requests a second
+// (open loop, one shared client).
+func flapping(s Scenario) Scenario {
+	s = with(s, "flapping", "steady", 30*time.Second, false, "")
+	s.Flap, s.Recovery = time.Second, 0
+	return s
+}
+
+// refused is s with its outage served as refused connections instead of
+// 503s.
+func refused(s Scenario) Scenario {
+	s.Name += "-refused"
+	s.Refuse = true
 	return s
 }
 

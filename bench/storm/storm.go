@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/retryhttp/retryhttp/bench"
@@ -44,6 +46,8 @@ type Scenario struct {
 	Steps       []Step        // if set: the server runs Capacity(t) requests at once, each for Work, queues as many again, and answers 503 beyond; never down
 	Quota       int           // if > 0: the server serves this many requests per QuotaWindow, says what is left (RateLimit), and answers 429 beyond; never down
 	QuotaWindow time.Duration
+	Flap        time.Duration // if set: through the outage, the server is down for Flap and up for Flap, in turn, starting down
+	Refuse      bool          // if set: the outage refuses connections (the listener is closed, its connections too) instead of answering 503; each refused dial counts as an attempt
 }
 
 // Step is a change of the server's capacity, at a time from the start.
@@ -112,6 +116,7 @@ type server struct {
 	sojourn  []served        // Steps: each request served, in order
 	used     map[int64]int   // Quota: per window
 	tooMany  int64
+	up       chan *http.Server // Refuse: the server serving when the run starts
 }
 
 // served is a request the Steps server served: when, and how long it
@@ -121,6 +126,26 @@ type served struct{ done, took time.Duration }
 // settle is how long after a step its phase is measured from: the time a
 // limit is given to find the new capacity.
 const settle = 2 * time.Second
+
+// down reports whether the server is down at t: in the outage, and, if
+// it flaps, in one of its down spells.
+func (s *server) down(t time.Duration) bool {
+	if t < s.downFrom || t >= s.downTo {
+		return false
+	}
+	return s.sc.Flap == 0 || int((t-s.downFrom)/s.sc.Flap)%2 == 0
+}
+
+// count counts an attempt that arrived at t.
+func (s *server) count(t time.Duration) {
+	s.mu.Lock()
+	i := int(t / bucket)
+	for len(s.series) <= i {
+		s.series = append(s.series, 0)
+	}
+	s.series[i]++
+	s.mu.Unlock()
+}
 
 // capacityAt is the Steps server's capacity at t.
 func (s *server) capacityAt(t time.Duration) (int, int) {
@@ -228,12 +253,8 @@ func (s *server) ok(t time.Duration) {
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.Copy(io.Discard, r.Body)
 	t := time.Since(s.start)
+	s.count(t)
 	s.mu.Lock()
-	i := int(t / bucket)
-	for len(s.series) <= i {
-		s.series = append(s.series, 0)
-	}
-	s.series[i]++
 	if len(s.sc.Steps) > 0 {
 		s.mu.Unlock()
 		s.stepped(w, t)
@@ -257,7 +278,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Unlock()
-	if t >= s.downFrom && t < s.downTo {
+	if s.down(t) {
+		if s.sc.Refuse {
+			// Caught on a connection made before the listener closed:
+			// dropped, as a process that went away drops it.
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
 		if v := retryAfter(s.sc.RetryAfter); v != "" {
 			w.Header().Set("Retry-After", v)
 		}
@@ -292,9 +321,18 @@ func retryAfter(spec string) string {
 	return strconv.Itoa(l + rand.IntN(h-l+1))
 }
 
-func newBase() *http.Transport {
+// newBase is a client's pool; refused, if set, is told of each dial
+// that the server refused.
+func newBase(refused func()) *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil && refused != nil && errors.Is(err, syscall.ECONNREFUSED) {
+				refused()
+			}
+			return c, err
+		},
 		MaxIdleConns:        2000,
 		MaxIdleConnsPerHost: 2000,
 		IdleConnTimeout:     30 * time.Second,
@@ -313,7 +351,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	s := &server{sc: sc}
+	s := &server{sc: sc, up: make(chan *http.Server, 1)}
 	switch {
 	case sc.RateCap > 0 || len(sc.Steps) > 0 || sc.Quota > 0:
 		s.downFrom, s.downTo = 0, 0 // never down
@@ -323,7 +361,20 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		s.downFrom, s.downTo = 0, sc.Outage
 	}
 	hs := &http.Server{Handler: s}
-	url := "http://" + l.Addr().String() + "/"
+	addr := l.Addr().String()
+	url := "http://" + addr + "/"
+	var refused func()
+	var flips sync.WaitGroup
+	stop := make(chan struct{})
+	if sc.Refuse {
+		refused = func() { s.count(time.Since(s.start)) }
+		flips.Add(1)
+		go func() {
+			defer flips.Done()
+			hs = s.refuseSpells(hs, addr, stop)
+		}()
+	}
+	newBase := func() *http.Transport { return newBase(refused) }
 
 	shared := newBase()
 	sharedRT := c.New(shared)
@@ -358,6 +409,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	)
 	s.start = time.Now()
 	go hs.Serve(l)
+	s.up <- hs
 	send := func(rt http.RoundTripper) (ok bool) {
 		defer wg.Done()
 		begin := time.Since(s.start)
@@ -422,6 +474,8 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(s.start)
+	close(stop)
+	flips.Wait()
 	hs.Close()
 	shared.CloseIdleConnections()
 	for _, b := range bases {
@@ -441,7 +495,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	s.mu.Unlock()
 	var lat, failLat []time.Duration
 	for _, o := range outcomes {
-		inOutage := o.start >= s.downFrom && o.start < s.downTo
+		inOutage := s.down(o.start)
 		if inOutage {
 			r.OutageRequests++
 		}
@@ -467,7 +521,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		r.Attempts += v
 		t := time.Duration(i) * bucket
 		switch {
-		case t >= s.downFrom && t < s.downTo:
+		case s.down(t):
 			r.OutageAttempts += v
 			r.PeakOutage = max(r.PeakOutage, v)
 		case t >= s.downTo:
@@ -544,3 +598,46 @@ func (r Result) OutageAmplification() float64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// refuseSpells closes the server hs (its listener and connections) when
+// each down spell begins, and serves again on the same address when it
+// ends, until stop; it returns the server serving last.
+func (s *server) refuseSpells(hs *http.Server, addr string, stop <-chan struct{}) *http.Server {
+	hs = <-s.up
+	at := func(t time.Duration) <-chan time.Time { return time.After(time.Until(s.start.Add(t))) }
+	for t := s.downFrom; t < s.downTo; {
+		end := s.downTo
+		if s.sc.Flap > 0 {
+			end = min(t+s.sc.Flap, s.downTo)
+		}
+		select {
+		case <-stop:
+			return hs
+		case <-at(t):
+		}
+		hs.Close()
+		select {
+		case <-stop:
+			return hs
+		case <-at(end):
+		}
+		var l net.Listener
+		for range 100 { // the port is ours again at once, but for a TIME_WAIT race
+			var err error
+			if l, err = net.Listen("tcp", addr); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if l == nil {
+			panic("storm: cannot listen again on " + addr)
+		}
+		hs = &http.Server{Handler: s}
+		go hs.Serve(l)
+		t = end
+		if s.sc.Flap > 0 {
+			t = end + s.sc.Flap
+		}
+	}
+	return hs
+}
