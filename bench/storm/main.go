@@ -259,6 +259,7 @@ func median(rs []Result) Result {
 	m.FirstOK = time.Duration(pick(func(r Result) float64 { return float64(r.FirstOK) }))
 	m.OKAfter2s = int64(pick(func(r Result) float64 { return float64(r.OKAfter2s) }))
 	m.Served = int64(pick(func(r Result) float64 { return float64(r.Served) }))
+	m.ServedOffered = int64(pick(func(r Result) float64 { return float64(r.ServedOffered) }))
 	m.TooMany = int64(pick(func(r Result) float64 { return float64(r.TooMany) }))
 	m.QuotaUsed = pick(func(r Result) float64 { return r.QuotaUsed })
 	for i := range m.Phases {
@@ -315,12 +316,12 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	case sc.RateCap > 0:
 		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; %s\n\n",
 			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runsText(runs))
-		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup)
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup, sc.Warmup)
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
-			arr, good := r.Load(sc)
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f× | %.2f | %.1f%% |\n",
-				r.Contender, r.Requests, r.Attempts, r.Amplification(), arr, good, pct(r.Successes, r.Requests))
+			arr, good, offered := r.Load(sc)
+			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f× | %.2f | %.2f | %.1f%% |\n",
+				r.Contender, r.Requests, r.Attempts, r.Amplification(), arr, offered, good, pct(r.Successes, r.Requests))
 		}
 		return
 	case sc.Shape == "closed":

@@ -91,6 +91,7 @@ type Result struct {
 	FirstOK        time.Duration // from the end of the outage to the server's first 200 after it (-1: none)
 	OKAfter2s      int64         // 200s the server answered in the 2 s after the outage
 	Served         int64         // 200s the server answered in all
+	ServedOffered  int64         // 200s the server answered while the load was offered
 	Phases         []Phase       // Steps: per phase
 	TooMany        int64         // Quota: 429s answered
 	QuotaUsed      float64       // Quota: served over the quota of the windows the load was offered in
@@ -117,6 +118,8 @@ type server struct {
 	used     map[int64]int   // Quota: per window
 	tooMany  int64
 	up       chan *http.Server // Refuse: the server serving when the run starts
+
+	servedOffered int64 // 200s answered while the load was offered
 }
 
 // served is a request the Steps server served: when, and how long it
@@ -239,6 +242,9 @@ func (s *server) admit(t time.Duration) bool {
 func (s *server) ok(t time.Duration) {
 	s.mu.Lock()
 	s.served++
+	if t < s.sc.Warmup+s.sc.Outage+s.sc.Recovery {
+		s.servedOffered++
+	}
 	if t >= s.downTo && s.downTo > 0 {
 		if s.firstOK == 0 {
 			s.firstOK = t
@@ -488,7 +494,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	r := Result{Contender: c.Name, Requests: len(outcomes), Series: series, Elapsed: elapsed}
 	r.ShedAfter = s.shed.Load()
 	s.mu.Lock()
-	r.FirstOK, r.OKAfter2s, r.Served = -1, s.okAfter, s.served
+	r.FirstOK, r.OKAfter2s, r.Served, r.ServedOffered = -1, s.okAfter, s.served, s.servedOffered
 	if s.firstOK > 0 {
 		r.FirstOK = s.firstOK - s.downTo
 	}
@@ -584,11 +590,12 @@ func (r Result) OutageRate(sc Scenario) float64 {
 // Load is what the server received, as a multiple of its capacity
 // (RateCap) over the time the load was offered, and what it served, as a
 // multiple of its capacity over the whole run (a contender whose retries
-// go on after the offered load ends is served longer).
-func (r Result) Load(sc Scenario) (arrivals, goodput float64) {
+// go on after the offered load ends is served longer, at less than its
+// capacity) and over the time the load was offered.
+func (r Result) Load(sc Scenario) (arrivals, goodput, offeredGoodput float64) {
 	offered := float64(sc.RateCap) * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
 	run := float64(sc.RateCap) * max(r.Elapsed.Seconds(), 1e-9)
-	return float64(r.Attempts) / max(offered, 1), float64(r.Served) / max(run, 1)
+	return float64(r.Attempts) / max(offered, 1), float64(r.Served) / max(run, 1), float64(r.ServedOffered) / max(offered, 1)
 }
 
 // OutageAmplification is attempts during the outage over the requests that
