@@ -47,10 +47,11 @@ type BreakerConfig struct {
 	// longer than its request's backoff schedule: until the time its last
 	// attempt would have gone at the latest, that is the sum of the
 	// backoff's upper bounds for every retry (2.8s with the defaults)
-	// after the request's first failure (while 4 or more retries to the
-	// host are held, less a random share of up to a fifth drawn once per
-	// request, so that callers held together do not come back together),
-	// and never before its own wait
+	// after the request's first failure (for a crowd, 4 or more held
+	// whose requests first failed within 10ms of each other, less a
+	// random share of up to a fifth drawn once per request, so that
+	// callers held together do not come back together), and never before
+	// its own wait
 	// (Retry-After included) has ended. A context deadline or
 	// WithMaxElapsed that comes sooner ends the hold sooner; nothing, not
 	// a probe in flight, keeps it longer. At its limit a held retry gives
@@ -89,12 +90,12 @@ const (
 )
 
 // WithRetryBreaker configures the retry breaker, on by default with the
-// zero BreakerConfig. While a host is failing, its retries are held, one
-// going as a probe at a time; an answer releases them onto a ramp, so that
-// callers come back as the host answers and a fleet not as a wave. A
-// retry held to its limit gives up with its last response. State is per
-// host and per Transport; the package documentation, "Admission", has
-// the rules.
+// zero BreakerConfig. While a host is failing or serves no one, its
+// retries are held, one going as a probe at a time; an answer releases
+// them as a slow start, so that callers come back as the host answers,
+// not as a wave. A retry held to its limit gives up with its last
+// response. State is per host and per Transport; the package
+// documentation, "Admission", has the rules.
 func WithRetryBreaker(cfg BreakerConfig) Option {
 	return option("WithRetryBreaker", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }

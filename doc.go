@@ -50,43 +50,51 @@
 // Per host and per Transport, admission is a fixed list of controllers,
 // asked in order whether each attempt goes now, is held or is refused,
 // and told the fresh outcome of each attempt. They share one health
-// score: each attempt that fails in a way worth retrying adds 1, each
-// answer takes 2 off (down to 0). The host is failing once the score has
-// reached 4 over at least 10ms and its latest word was a failure. A
-// failure of an attempt that started before an attempt the host has
-// answered since is stale, and changes nothing.
+// score: each attempt that fails in a way worth retrying (a refused
+// connection included) adds 1, each answer takes 2 off (down to 0). The
+// host is failing once the score has reached 4 over at least 10ms and its
+// latest word was a failure. It is in an outage (it serves no one) once,
+// besides, it has not answered for 4 times its usual gap between answers,
+// and at least 100ms (or never has): a host that serves some and refuses
+// the rest is overloaded, not out. A failure of an attempt that started
+// before an attempt the host has answered since is stale, and changes
+// nothing.
 //
 // The budget ([Budget], [WithBudget]) counts first attempts and charges
-// every retry that goes, whichever way it leaves: sent when its wait ends,
-// released from a hold, or sent as a probe; and every hedge.
+// every retry that goes, whichever way it leaves, and every hedge:
 //
 //   - a retry fits the share (10% of first attempts over 10 s) or, while
 //     the host is not failing, the floor (10 a second, counted over 3 s).
-//   - if it fits neither, it gives up at once, reason budget, with its
-//     last response: no wait for a retry that will not be sent.
-//   - on a failing host, a retry that only the floor would let go is held
-//     by the breaker, and charged (floor included) when an answer
-//     releases it.
+//   - in an overload, a retry that fits neither gives up at once, reason
+//     budget, with its last response.
+//   - in an outage, retries are held instead, uncharged while held, if
+//     anything can pay for them when the host is back: the share's room,
+//     or a loan. A recovery from an outage may lend: the retries it
+//     releases beyond the share are owed, 10 first attempts each (1/ratio),
+//     and until they are repaid no recovery lends again.
 //
 // The breaker ([WithRetryBreaker], on by default):
 //
 //   - opens once the score reaches Threshold (10) over 10ms; any fresh
-//     answer closes it. While open, retries are held (FailFast: refused,
-//     reason circuit_open, first attempts too), unless one goes as the
-//     probe.
+//     answer closes it. While open, or while the host is in an outage,
+//     retries are held (FailFast: refused, reason circuit_open, first
+//     attempts too), unless one goes as the probe.
 //   - one probe at a time per host: the oldest held retry whose wait has
 //     ended, at ProbeBackoff after the last failure to the host (a client
 //     whose first attempts keep coming needs none; sooner the more retries
-//     are held); one unanswered after ProbeTimeout counts as failed.
-//   - an answer releases every held retry onto a ramp: each answer to a
-//     first attempt lets two more go (a busy process's freed callers free
-//     the rest within a few round trips), and each goes by its paced turn
-//     (as long after the answer as it was due after the first of them) at
-//     the latest, so that a fleet's backlogs do not come back together.
+//     are held), charged to the budget (the floor too, with 4 or more
+//     held); one unanswered after ProbeTimeout counts as failed.
+//   - an answer releases the held retries as a slow start: a few at once,
+//     one more for each answer and two for each answer to a retry (what
+//     goes doubles each round trip), halting at the first failure until
+//     the next answer, at that answer's pace after; each goes by its paced
+//     turn (as long after the answer as it was due after the first of
+//     them) at the latest, so that a fleet's backlogs do not come back
+//     together.
 //   - a held retry ends at its limit: its backoff schedule from its first
-//     failure (2.8s with the defaults; while 4 or more are held, a
-//     random 80% to 100% of it, so that callers held together come back
-//     apart; MaxHold if set), never before its
+//     failure (2.8s with the defaults; for a crowd whose first attempts
+//     failed within 10ms of each other, a random 80% to 100% of it, so
+//     that they come back apart; MaxHold if set), never before its
 //     Retry-After, no later than the context deadline or [WithMaxElapsed].
 //     There it gives up, reason breaker (max_elapsed past WithMaxElapsed),
 //     if a retry or probe has failed since the host last answered;
@@ -102,13 +110,16 @@
 // first attempt (FailFast, the pacers below). A
 // waiting retry keeps its last response, within 4 MiB per Transport.
 //
-// What this promises: retries add at most the budget's share to what a
-// host receives, under overload as in an outage, for a busy client, a
-// quiet one or a fleet; every wait is bounded by the request's own limits;
-// and once a host has been seen answering again, the breaker refuses and
-// gives up on nothing whose limit has not passed, and the budget refuses
-// only once it is spent. A simulator (sim_test.go) checks this, and the
-// other invariants, over random option sets and fault scripts.
+// What this promises: in an overload, retries add at most the budget's
+// share to what a host receives, for a busy client, a quiet one or a
+// fleet; in an outage, they wait for the host instead of giving up, and
+// beyond the share a host receives at most ratio × its first attempts
+// plus one recovery's held retries; every wait is bounded by the
+// request's own limits; and once a host has been seen answering again,
+// the breaker refuses and gives up on nothing whose limit has not
+// passed, and the budget refuses only once it is spent. A simulator
+// (sim_test.go) checks this, and the other invariants, over random
+// option sets and fault scripts.
 //
 // # Pacing
 //
