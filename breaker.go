@@ -6,7 +6,6 @@
 package retryhttp
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -170,6 +169,7 @@ type circuit struct {
 	prevProbe time.Duration
 	nextProbe time.Time
 	refused   int       // FailFast: requests refused since the last probe
+	events    []bool    // transitions not yet reported, oldest first (true: opened)
 	held      []*holder // retries held now, oldest first
 	ramp      []*holder // released, waiting for their grant or turn, earliest due first
 	credit    int       // grants the next answers have earned for the ramp
@@ -274,7 +274,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 	}
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
-	now := time.Now()
+	now := a.at
 	cb.expire(now)
 	switch {
 	case !cb.open:
@@ -294,16 +294,16 @@ func (cb *circuit) admit(a ask) verdictOf {
 }
 
 // undo gives back a probe claimed for an attempt that was not sent.
-func (cb *circuit) undo(t taken) {
+func (cb *circuit) undo(t taken, now time.Time) {
 	if t.probe != 0 {
 		cb.mu.Lock()
-		cb.ended(t.probe, time.Now())
+		cb.ended(t.probe, now)
 		cb.mu.Unlock()
 	}
 }
 
-// observe takes a fresh outcome; it reports a transition, if one happened,
-// with mu held (the gate lets it go once reported, in order).
+// observe takes a fresh outcome, at o.at; it reports a transition, if one
+// happened, and queues it for the gate to report (takeEvents).
 func (cb *circuit) observe(o seen) change {
 	if !o.answered && !o.failed && o.probe == 0 {
 		return change{}
@@ -314,7 +314,22 @@ func (cb *circuit) observe(o seen) change {
 		return change{} // a healthy host's answer, or a failure that opens nothing: no lock
 	}
 	cb.mu.Lock()
-	return cb.observeLocked(o, time.Now())
+	defer cb.mu.Unlock()
+	ch := cb.observeLocked(o, o.at)
+	if ch.opened || ch.closed {
+		cb.events = append(cb.events, ch.opened)
+	}
+	return ch
+}
+
+// takeEvents moves the transitions not yet reported into buf, oldest
+// first (true: opened), and returns it.
+func (cb *circuit) takeEvents(buf []bool) []bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	buf = append(buf, cb.events...)
+	cb.events = cb.events[:0]
+	return buf
 }
 
 // quiet reports, without a lock, that the circuit is closed, holds
@@ -331,9 +346,9 @@ func (cb *circuit) noteRetry(o seen) {
 	}
 }
 
-// observeLocked applies an outcome with mu held, and leaves it held.
+// observeLocked applies an outcome; mu is held.
 func (cb *circuit) observeLocked(o seen, now time.Time) change {
-	ch := change{locked: true}
+	var ch change
 	switch {
 	case o.answered:
 		ch.closed = cb.open
@@ -573,15 +588,12 @@ func (cb *circuit) wakeDue(now time.Time) {
 	}
 }
 
-// hold holds a retry, from now, until it may go or must give up; see the
-// rules above. A context that ends first ends the hold with its error.
-// Every wait is bounded by limit: nothing, not a probe in flight, keeps a
-// retry past it.
-func (cb *circuit) hold(ctx context.Context, failed, notBefore, limit time.Time) (holdEnd, uint64, error) {
-	w := &holder{failed: failed, notBefore: notBefore, limit: limit, wake: make(chan struct{}, 1)}
+// enter holds a retry whose request first failed at failed, from now;
+// see the rules above. It returns its holder, for turn and quit.
+func (cb *circuit) enter(failed, notBefore, limit, now time.Time) *holder {
+	w := &holder{failed: failed, notBefore: notBefore, limit: limit, since: now, wake: make(chan struct{}, 1)}
 	cb.mu.Lock()
-	now := time.Now()
-	w.since = now
+	defer cb.mu.Unlock()
 	if !cb.open && len(cb.held) == 0 {
 		cb.probes, cb.prevProbe = 0, 0
 		cb.schedule(now)
@@ -591,30 +603,29 @@ func (cb *circuit) hold(ctx context.Context, failed, notBefore, limit time.Time)
 	}
 	cb.held = append(cb.held, w)
 	cb.nHeld.Add(1)
-	cb.mu.Unlock()
-	for range maxHoldTurns { // each turn waits for an event or a timer
-		cb.mu.Lock()
-		now = time.Now()
-		cb.expire(now)
-		end, ticket, done := cb.step(w, now)
-		if done {
-			cb.mu.Unlock()
-			return end, ticket, nil
-		}
-		wait := cb.nextEvent(w, now).Sub(now)
-		changed := cb.changed
-		cb.mu.Unlock()
-		if err := await(ctx, changed, w.wake, wait); err != nil {
-			cb.mu.Lock()
-			cb.leave(w, time.Now())
-			cb.mu.Unlock()
-			return holdGiveUp, 0, err
-		}
-	}
+	return w
+}
+
+// turn applies the rules to the held retry w at now: done reports that
+// its hold ended, as end (with its probe's ticket); otherwise it should
+// look again at next, or when changed is closed or w.wake fires, which
+// ever comes first. Nothing keeps it past its limit, not a probe in
+// flight.
+func (cb *circuit) turn(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool, next time.Time, changed <-chan struct{}) {
 	cb.mu.Lock()
-	cb.leave(w, time.Now())
-	cb.mu.Unlock()
-	return holdGiveUp, 0, nil // never reached in practice
+	defer cb.mu.Unlock()
+	cb.expire(now)
+	if end, ticket, done = cb.step(w, now); done {
+		return end, ticket, true, now, nil
+	}
+	return 0, 0, false, cb.nextEvent(w, now), cb.changed
+}
+
+// quit takes w out of the hold at now: its caller gave up.
+func (cb *circuit) quit(w *holder, now time.Time) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	cb.leave(w, now)
 }
 
 // maxHoldTurns bounds the turns of one hold: each waits for an event or a
@@ -700,13 +711,12 @@ func (cb *circuit) probeDue(w *holder, now time.Time) bool {
 
 // reprobe puts back a probe that the budget did not let go, and looks
 // again at the next probe time, minProbeGap from now at the soonest.
-func (cb *circuit) reprobe(ticket uint64) {
+func (cb *circuit) reprobe(ticket uint64, now time.Time) {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	if cb.probing == ticket {
 		cb.probing = 0
 	}
-	now := time.Now()
 	cb.schedule(now)
 	if at := now.Add(minProbeGap); cb.nextProbe.Before(at) {
 		cb.nextProbe = at
@@ -752,18 +762,4 @@ func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
 		}
 	}
 	return at, false
-}
-
-// await waits for a change, a wake, d, or the end of ctx.
-func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
-	select {
-	case <-changed:
-	case <-wake:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
 }

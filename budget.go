@@ -229,7 +229,7 @@ func (c *budgetCtl) lend(sec int64) {
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
-func (c *budgetCtl) undo(t taken) {
+func (c *budgetCtl) undo(t taken, _ time.Time) {
 	if t.charged {
 		c.b.refund(&c.e.v, t.chargedSec)
 	}

@@ -28,8 +28,9 @@ type controller interface {
 	// budget charge or a probe), hold (the breaker's queue keeps it
 	// until it may go) or refuse, with a reason.
 	admit(a ask) verdictOf
-	// undo gives back what admit took for an attempt that is not sent.
-	undo(t taken)
+	// undo gives back what admit took for an attempt that is not sent,
+	// at.
+	undo(t taken, at time.Time)
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
 	observe(o seen) change
@@ -56,6 +57,7 @@ type ask struct {
 	now      int64         // pacers: mono when asked
 	deadline int64         // pacers: mono by which the attempt must have gone, 0 if none
 	waited   time.Duration // pacers: how long the attempt has waited for them already
+	at       time.Time     // the breaker: when asked
 }
 
 type act uint8
@@ -115,11 +117,12 @@ type seen struct {
 	status   int         // its response's status, 0 if none
 	header   http.Header // its response's header, nil if none
 	wall     time.Time   // when it ended, by the wall clock, with a header
+	at       time.Time   // the breaker: when it ended, if it is told
 }
 
-// change is a controller's transition. With locked, the breaker's lock is
-// still held, so that the gate reports transitions in order.
-type change struct{ opened, closed, locked bool }
+// change is a controller's transition: the breaker's, which it also
+// queues for the gate to report, in order (circuit.takeEvents).
+type change struct{ opened, closed bool }
 
 // gate is a Transport's admission: its budget, breaker and hedging, its
 // pacers (pacing.go), and the state of every host it has sent to.
@@ -235,7 +238,7 @@ func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
 			hs.bud.countFirst(k.t.sec)
 		}
 	} else {
-		v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true})
+		v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true, at: time.Now()})
 		if v.act != actSend {
 			return v.reason, nil
 		}
@@ -276,8 +279,9 @@ func (g *gate) ask(hs *hostState, a ask) verdictOf {
 // undo gives back what the controllers took for an attempt not sent.
 func (g *gate) undo(hs *hostState, t taken) {
 	if t != (taken{}) {
+		now := time.Now()
 		for _, c := range hs.ctls {
-			c.undo(t)
+			c.undo(t, now)
 		}
 	}
 }
@@ -321,38 +325,49 @@ func (g *gate) record(k *call, r *result) {
 	if o.answered && o.probe == 0 && hs.cb.quiet() {
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
+	o.at = time.Now()
 	var ch change
 	for _, c := range hs.ctls {
-		if x := c.observe(o); x.locked {
+		if x := c.observe(o); x.opened || x.closed {
 			ch = x
 		}
 	}
-	if ch.locked {
-		g.report(k, ch)
-	}
-}
-
-// report lets go of the breaker's lock, which observe left held, and
-// reports the transition, if one happened, in order with the host's
-// others.
-func (g *gate) report(k *call, ch change) {
-	hs := k.hs
 	if ch.closed {
 		hs.health.reset()
 	}
-	if !ch.opened && !ch.closed {
-		hs.cb.mu.Unlock()
-		return
+	if ch.opened || ch.closed {
+		g.report(k)
 	}
-	var score int // the host's health score when it opened (the threshold); 0 when it closed
-	if ch.opened {
-		score = int(hs.health.score.Load())
-	}
-	hs.evMu.Lock()
-	hs.cb.mu.Unlock()
-	defer hs.evMu.Unlock()
-	g.changed(k, hs.host, ch.opened, score)
 }
+
+// report reports the breaker's transitions that no one has reported yet,
+// in the order they happened: whoever reports holds the host's evMu, so
+// that calls for one host come in order, never at once, and no
+// controller's lock is held while they run.
+func (g *gate) report(k *call) {
+	hs := k.hs
+	hs.evMu.Lock()
+	defer hs.evMu.Unlock()
+	var buf [4]bool
+	for range maxReports {
+		evs := hs.cb.takeEvents(buf[:0])
+		if len(evs) == 0 {
+			return
+		}
+		for _, open := range evs {
+			var score int // the host's health score when it opened (the threshold); 0 when it closed
+			if open {
+				score = int(hs.health.score.Load())
+			}
+			g.changed(k, hs.host, open, score)
+		}
+	}
+}
+
+// maxReports bounds the rounds of one report: each reports what was
+// queued since the last, which other attempts' transitions can refill
+// only while the callbacks run.
+const maxReports = 1 << 10
 
 // changed reports a breaker transition: metrics, a log record, the
 // user's callback; no admission lock is held.
@@ -386,7 +401,7 @@ func (g *gate) scoreCap() int32 {
 // not sent after all.
 func (g *gate) abandon(k *call) {
 	if k.hs != nil && k.t.probe != 0 {
-		k.hs.cb.undo(taken{probe: k.t.probe})
+		k.hs.cb.undo(taken{probe: k.t.probe}, time.Now())
 		k.t.probe = 0
 	}
 	if k.hs != nil && (k.t.quota || k.t.slot) {
@@ -458,7 +473,7 @@ func (g *gate) mayHold(hs *hostState, m int64) bool {
 // question is a new question of kind about host hs, now.
 func (g *gate) question(hs *hostState, kd kind) ask {
 	m := mono()
-	return ask{kind: kd, sec: secondOf(m), healthy: !hs.health.failing(m)}
+	return ask{kind: kd, sec: secondOf(m), healthy: !hs.health.failing(m), at: time.Now()}
 }
 
 // afterWait passes a retry whose wait has ended: if the breaker opened
@@ -474,7 +489,7 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 		}
 	}
 	if g.breaker.FailFast {
-		v := hs.cb.admit(ask{kind: kindProbe})
+		v := hs.cb.admit(ask{kind: kindProbe, at: time.Now()})
 		if v.act == actRefuse {
 			g.refund(k)
 			return v.reason, nil
@@ -495,7 +510,7 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 	g.refund(k)
 	k.t.wasHeld = true
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
-		end, ticket, err := hs.cb.hold(k.ctx, k.t.firstFail, notBefore, limit)
+		end, ticket, err := awaitHold(k.ctx, &hs.cb, k.t.firstFail, notBefore, limit)
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
@@ -503,7 +518,7 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 		case err != nil:
 			return "", err
 		case k.pastMaxElapsed(now):
-			hs.cb.undo(taken{probe: ticket})
+			hs.cb.undo(taken{probe: ticket}, now)
 			return GiveUpMaxElapsed, nil
 		case end == holdGiveUp:
 			return GiveUpBreaker, nil
@@ -513,6 +528,25 @@ func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
 		}
 	}
 	return GiveUpBreaker, nil
+}
+
+// awaitHold holds a retry in cb until its hold ends (see circuit.turn),
+// or ctx ends: then with its error.
+func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.Time) (holdEnd, uint64, error) {
+	w := cb.enter(failed, notBefore, limit, time.Now())
+	for range maxHoldTurns { // each turn waits for an event or a timer
+		now := time.Now()
+		end, ticket, done, next, changed := cb.turn(w, now)
+		if done {
+			return end, ticket, nil
+		}
+		if err := await(ctx, changed, w.wake, next.Sub(now)); err != nil {
+			cb.quit(w, time.Now())
+			return holdGiveUp, 0, err
+		}
+	}
+	cb.quit(w, time.Now())
+	return holdGiveUp, 0, nil // never reached in practice
 }
 
 // leave charges a retry that leaves its hold to the budget. A probe that
@@ -549,7 +583,7 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 		k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, ticket
 		return "", false
 	case end == holdProbe:
-		hs.cb.reprobe(ticket)
+		hs.cb.reprobe(ticket, time.Now())
 		return "", true
 	}
 	return GiveUpBudget, false
@@ -592,4 +626,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// await waits for a change, a wake, d, or the end of ctx.
+func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-changed:
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }

@@ -144,7 +144,7 @@ func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
 }
 
 // undo gives back a slot taken for an attempt that is not sent.
-func (l *limiter) undo(t taken) {
+func (l *limiter) undo(t taken, _ time.Time) {
 	if t.slot {
 		l.mu.Lock()
 		l.releaseLocked()

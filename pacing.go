@@ -120,7 +120,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 func (g *gate) unpace(hs *hostState, t taken) {
 	if t.quota || t.slot || t.rsv != nil {
 		for _, p := range hs.pacers {
-			p.undo(t)
+			p.undo(t, time.Time{}) // no pacer reads the time
 		}
 	}
 }

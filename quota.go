@@ -142,7 +142,7 @@ func (p *quotaPart) left(now int64) float64 {
 	return p.remaining - p.since - p.foreign*float64(now-p.obs)
 }
 
-func (q *quota) undo(t taken) {
+func (q *quota) undo(t taken, _ time.Time) {
 	if t.quota {
 		q.mu.Lock()
 		q.inflight--

@@ -54,7 +54,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 }
 
 // undo gives back a turn taken for an attempt that is not sent.
-func (s *staticRate) undo(t taken) {
+func (s *staticRate) undo(t taken, _ time.Time) {
 	if t.rsv != nil {
 		t.rsv.Cancel()
 	}

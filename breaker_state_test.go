@@ -1,0 +1,151 @@
+package retryhttp
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The breaker's states with time as an argument: no clock, no goroutine,
+// each step a call at a given instant.
+
+func newCircuit(cfg BreakerConfig) *circuit {
+	return &circuit{cfg: resolveBreaker(cfg, 2800*time.Millisecond), tickets: new(atomic.Uint64)}
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func tAt(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// fail and ok tell cb of an attempt that failed or was answered at ms.
+func cbFail(cb *circuit, ms int, retry, trip bool) change {
+	return cb.observe(seen{failed: true, retry: retry, trip: trip, at: tAt(ms)})
+}
+
+func cbOK(cb *circuit, ms int, retry, lend bool) change {
+	return cb.observe(seen{answered: true, retry: retry, lend: lend, at: tAt(ms)})
+}
+
+func TestCircuitOpensAndClosesInOrder(t *testing.T) {
+	cb := newCircuit(BreakerConfig{})
+	if v := cb.admit(ask{kind: kindRetry, at: tAt(0)}); v.act != actSend {
+		t.Fatalf("closed: a retry is %v, want sent", v.act)
+	}
+	if ch := cbFail(cb, 0, false, true); !ch.opened {
+		t.Fatal("a failure at the threshold did not open it")
+	}
+	if v := cb.admit(ask{kind: kindRetry, at: tAt(1)}); v.act != actHold {
+		t.Errorf("open: a retry is %v, want held", v.act)
+	}
+	if v := cb.admit(ask{kind: kindFirst, at: tAt(1)}); v.act != actSend {
+		t.Errorf("open: a first attempt is %v, want sent (never held)", v.act)
+	}
+	if ch := cbOK(cb, 5, false, false); !ch.closed {
+		t.Fatal("an answer did not close it")
+	}
+	evs := cb.takeEvents(nil)
+	if len(evs) != 2 || !evs[0] || evs[1] {
+		t.Errorf("events = %v, want [opened closed]", evs)
+	}
+	if evs := cb.takeEvents(nil); len(evs) != 0 {
+		t.Errorf("events taken twice: %v", evs)
+	}
+}
+
+func TestCircuitFailFastProbes(t *testing.T) {
+	cb := newCircuit(BreakerConfig{FailFast: true, ProbeBackoff: Constant(100 * time.Millisecond)})
+	cbFail(cb, 0, false, true)
+	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != GiveUpCircuitOpen {
+		t.Fatalf("before the probe time: %v %q, want refused, circuit_open", v.act, v.reason)
+	}
+	v := cb.admit(ask{kind: kindFirst, at: tAt(100)})
+	if v.act != actSend || v.probe == 0 {
+		t.Fatalf("at the probe time: %v (probe %d), want sent as the probe", v.act, v.probe)
+	}
+	if w := cb.admit(ask{kind: kindFirst, at: tAt(101)}); w.act != actRefuse {
+		t.Errorf("a second probe at once: %v, want refused (one at a time)", w.act)
+	}
+	cb.undo(taken{probe: v.probe}, tAt(102)) // not sent after all: another may go
+	if w := cb.admit(ask{kind: kindFirst, at: tAt(103)}); w.act != actSend || w.probe == 0 {
+		t.Errorf("after the probe was given back: %v, want the next probe", w.act)
+	}
+}
+
+// A held retry goes as the probe when its turn comes, and one held to its
+// limit gives up if a retry has failed since the host last answered, and
+// goes otherwise.
+func TestCircuitHoldProbeAndLimit(t *testing.T) {
+	cb := newCircuit(BreakerConfig{ProbeBackoff: Constant(100 * time.Millisecond)})
+	cbFail(cb, 0, false, true)
+	w := cb.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
+	end, ticket, done, next, _ := cb.turn(w, tAt(0))
+	if done || !next.Equal(tAt(100)) {
+		t.Fatalf("at once: done=%v, next %v; want to wait for the probe at 100ms", done, next.Sub(t0))
+	}
+	if end, ticket, done, _, _ = cb.turn(w, tAt(100)); !done || end != holdProbe || ticket == 0 {
+		t.Fatalf("at 100ms: %v %v %d, want the probe", done, end, ticket)
+	}
+	cbFail(cb, 110, true, false) // the probe failed: a retry failed
+	cb.observe(seen{failed: true, retry: true, probe: ticket, at: tAt(110)})
+	w = cb.enter(tAt(0), tAt(0), tAt(1000), tAt(120))
+	if end, _, done, _, _ = cb.turn(w, tAt(1000)); !done || end != holdGiveUp {
+		t.Errorf("at its limit after a failed probe: %v %v, want to give up", done, end)
+	}
+	cb2 := newCircuit(BreakerConfig{ProbeBackoff: Constant(time.Hour)})
+	cbFail(cb2, 0, false, true) // first attempts only
+	w = cb2.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
+	if end, _, done, _, _ = cb2.turn(w, tAt(1000)); !done || end != holdGo {
+		t.Errorf("at its limit, no retry seen failing: %v %v, want it to go", done, end)
+	}
+}
+
+// A recovery lets a few held retries go at once, two more for each answer
+// to one of them (doubling each round trip), and halts at a failure: one
+// let go and not yet gone is held again. (Each goes by its paced turn at
+// the latest: held 100ms apart, they would go 100ms apart.)
+func TestCircuitSlowStart(t *testing.T) {
+	cb := newCircuit(BreakerConfig{ProbeBackoff: Constant(time.Hour)})
+	cbFail(cb, 0, false, true)
+	var ws []*holder
+	for i := range 20 { // held 100ms apart: their paced turns, as far apart after the answer, come later
+		ws = append(ws, cb.enter(tAt(0), tAt(-2000+100*i), tAt(10_000), tAt(-2000+100*i)))
+	}
+	released := func(now int) (n int) {
+		for _, w := range ws {
+			if w.state == holdGone {
+				continue
+			}
+			if end, _, done, _, _ := cb.turn(w, tAt(now)); done && end == holdReleased {
+				n++
+			}
+		}
+		return n
+	}
+	cbOK(cb, 10, true, true) // a probe answered: the host is back
+	if n := released(10); n != slowStart {
+		t.Fatalf("the recovery let %d go at once, want %d", n, slowStart)
+	}
+	for range 4 {
+		cbOK(cb, 20, true, false)
+	}
+	if n := released(20); n != 8 {
+		t.Fatalf("four answers to released retries let %d go, want 8", n)
+	}
+	cbOK(cb, 30, true, false) // two more granted...
+	cbFail(cb, 31, true, false)
+	if n := released(32); n != 0 {
+		t.Errorf("after a failure, %d let go before it went still went; want them held again", n)
+	}
+	cbOK(cb, 40, true, false) // congested: an answer lets one go
+	if n := released(40); n != 1 {
+		t.Errorf("an answer after the halt let %d go, want 1", n)
+	}
+	if !cb.borrow() {
+		t.Error("the recovery from an outage lends nothing")
+	}
+	cbFail(cb, 50, false, true)
+	cb.open = false // (opened again: the loan ended with it)
+	if cb.borrow() {
+		t.Error("a loan outlived the host's next outage")
+	}
+}
