@@ -64,9 +64,12 @@ type Policies map[string]Policy
 // syntax error, the line and column. Unknown fields, values of the wrong
 // type, a dependency written twice and data after the value are errors.
 func LoadPolicies(r io.Reader) (Policies, error) {
-	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
+	data, err := io.ReadAll(io.LimitReader(r, maxPolicyBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("retryhttp: reading policies: %w", err)
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, fmt.Errorf("retryhttp: policies: longer than %d MiB: not read", maxPolicyBytes>>20)
 	}
 	docs, err := documents(data)
 	if err != nil {
@@ -427,16 +430,29 @@ func fieldsByKey(t reflect.Type) map[string]reflect.Type {
 	return m
 }
 
+// The policy reader's limits: what LoadPolicies reads at most, how deep
+// values may nest (a policy nests 3 deep; a value nested past the limit
+// is an error, not a stack that grows with the input), and how much of a
+// key an error quotes.
+const (
+	maxPolicyBytes = 16 << 20
+	maxPolicyDepth = 32
+	maxQuotedKey   = 64
+)
+
 // checkKeys walks the JSON value in data along the schema type t: every
 // key of an object must be one of its fields' names, exactly, and written
 // once. Values are left to decodeStrict.
 func checkKeys(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return walkKeys(dec, data, t, "")
+	return walkKeys(dec, data, t, "", 0)
 }
 
-func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string) error {
+func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string, depth int) error {
+	if depth > maxPolicyDepth {
+		return &fieldError{quoted(path), fmt.Sprintf("nested deeper than %d", maxPolicyDepth), offsetOf(data, dec.InputOffset())}
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return err
@@ -466,12 +482,12 @@ func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string) error
 			ft, ok := fields[key]
 			switch {
 			case fields != nil && !ok:
-				return &fieldError{full, "not a field of the policy" + didYouMean(key, path), at}
+				return &fieldError{quoted(full), "not a field of the policy" + didYouMean(key, path), at}
 			case seen[key]:
-				return &fieldError{full, "written twice", at}
+				return &fieldError{quoted(full), "written twice", at}
 			}
 			seen[key] = true
-			if err := walkKeys(dec, data, ft, full); err != nil {
+			if err := walkKeys(dec, data, ft, full, depth+1); err != nil {
 				return err
 			}
 		}
@@ -483,7 +499,7 @@ func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string) error
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := walkKeys(dec, data, elem, path); err != nil {
+			if err := walkKeys(dec, data, elem, path, depth+1); err != nil {
 				return err
 			}
 		}
@@ -531,6 +547,9 @@ func keyOffset(data []byte, path string) int64 {
 // meant to be: one a letter or two away, written in another case, or in
 // another section of the policy.
 func didYouMean(key, path string) string {
+	if len(key) > maxQuotedKey {
+		return "" // no field is near so long a key: not measured
+	}
 	best, bestDist := "", 3+len(key)/6 // 3 for a short key, 4 for "initial_delay"
 	var visit func(prefix string, t reflect.Type)
 	visit = func(prefix string, t reflect.Type) {
@@ -559,6 +578,19 @@ func didYouMean(key, path string) string {
 		return ""
 	}
 	return ": did you mean " + best + "?"
+}
+
+// quoted is a field's path as an error names it: whole, or its first
+// maxQuotedKey bytes and how long it is.
+func quoted(path string) string {
+	if len(path) <= maxQuotedKey {
+		return path
+	}
+	cut := maxQuotedKey
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", path[:cut], len(path))
 }
 
 // editDistance is the Levenshtein distance between a and b.
