@@ -107,6 +107,8 @@ func WithRetryBreaker(cfg BreakerConfig) Option {
 			return optErr(name("MaxHold", cfg.MaxHold), "hold is negative")
 		case cfg.ProbeTimeout < 0:
 			return optErr(name("ProbeTimeout", cfg.ProbeTimeout), "timeout is negative")
+		case cfg.ProbeBackoff != nil && isNil(cfg.ProbeBackoff):
+			return optErr(fmt.Sprintf("WithRetryBreaker(ProbeBackoff: %T(nil))", cfg.ProbeBackoff), "a nil Backoff: leave the field unset for the default")
 		}
 		c.breaker = &cfg
 		return nil

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,9 @@ type config struct {
 }
 
 func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
+	if base != nil && isNil(base) {
+		return nil, fmt.Errorf("retryhttp: New: the base is a nil %T: pass a nil base for the default one, or a value", base)
+	}
 	c := &config{
 		base:          base,
 		maxAttempts:   defaultMaxAttempts,
@@ -261,8 +265,8 @@ func WithMaxAttempts(n int) RequestOption {
 // can stretch a wait, and a context deadline cuts retries short.
 func WithBackoff(b Backoff) RequestOption {
 	return requestOption("WithBackoff", func(c *config) error {
-		if b == nil {
-			return optErr("WithBackoff(nil)", "a Backoff is required")
+		if isNil(b) {
+			return optErr(fmt.Sprintf("WithBackoff(%T(nil))", b), "a Backoff is required")
 		}
 		c.backoff = b
 		return nil
@@ -591,4 +595,18 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
+}
+
+// isNil reports whether v is nil or holds a nil pointer, func, map, slice
+// or channel (a typed nil, which "v == nil" does not see): the one check
+// of the values that New and the options require.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }

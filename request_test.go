@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -55,30 +58,86 @@ func TestRequestOptions(t *testing.T) {
 
 func TestRequestOptionsRejected(t *testing.T) {
 	// An option of the Transport's (WithMetrics, WithoutBudget) is not a
-	// RequestOption: the compiler refuses it. Invalid values panic.
+	// RequestOption: the compiler refuses it. Invalid values do not
+	// panic on the request path: the request sends nothing and fails with
+	// an *Error that names the option; one request, not the process.
 	for _, tt := range []struct {
 		opt  RequestOption
 		want string
 	}{
 		{WithMaxAttempts(0), "WithMaxAttempts(0)"},
 		{WithMaxElapsed(-time.Second), "WithMaxElapsed(-1s)"},
+		{WithBackoff(BackoffFunc(nil)), "WithBackoff(retryhttp.BackoffFunc(nil))"},
+	} {
+		var sent atomic.Int64
+		tr := New(retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		}))
+		body := &closeCounter{Reader: strings.NewReader("x")}
+		ctx := WithRequestOptions(context.Background(), WithMaxAttempts(2), tt.opt)
+		req := newRequest(t, "PUT", "http://h/", nil).WithContext(ctx)
+		req.Body = body
+		resp, err := tr.RoundTrip(req)
+		var re *Error
+		switch {
+		case resp != nil || !errors.As(err, &re) || re.Attempts != 0:
+			t.Errorf("%s: RoundTrip = %v, %v; want an *Error with no attempt", tt.want, resp, err)
+		case !strings.Contains(err.Error(), tt.want):
+			t.Errorf("%s: error %q does not name the option", tt.want, err)
+		case sent.Load() != 0 || body.closed.Load() != 1:
+			t.Errorf("%s: %d attempts sent, body closed %d times; want none sent, the body closed once", tt.want, sent.Load(), body.closed.Load())
+		}
+		// The valid options of the same call are not lost for a later
+		// context built on it: the error is.
+		if _, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(WithRequestOptions(ctx))); err == nil {
+			t.Errorf("%s: a context built on a bad one lost its error", tt.want)
+		}
+	}
+}
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed atomic.Int64
+}
+
+func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// Typed nils (a nil pointer or func in an interface, which "== nil" does
+// not see) are refused when the Transport is built, naming what was
+// given; a nil *Transport used as a RoundTripper is the zero Transport.
+func TestTypedNilsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func()
+		want string
+	}{
+		{"nil *http.Transport base", func() { New((*http.Transport)(nil)) }, "nil *http.Transport"},
+		{"nil *Transport base", func() { New((*Transport)(nil)) }, "nil *retryhttp.Transport"},
+		{"BackoffFunc(nil)", func() { New(nil, WithBackoff(BackoffFunc(nil))) }, "WithBackoff(retryhttp.BackoffFunc(nil))"},
+		{"ProbeBackoff: BackoffFunc(nil)", func() {
+			New(nil, WithRetryBreaker(BreakerConfig{ProbeBackoff: BackoffFunc(nil)}))
+		}, "ProbeBackoff: retryhttp.BackoffFunc(nil)"},
 	} {
 		func() {
 			defer func() {
-				var msg string
-				switch v := recover().(type) {
-				case string:
-					msg = v
-				case error:
-					msg = v.Error()
-				}
-				if !strings.Contains(msg, strings.TrimSuffix(tt.want, "(")) {
-					t.Errorf("WithRequestOptions(%s): panic %q, want one naming it", tt.want, msg)
+				err, _ := recover().(error)
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("%s: New panicked with %v; want an error naming %q", tt.name, err, tt.want)
 				}
 			}()
-			WithRequestOptions(context.Background(), tt.opt)
+			tt.make()
 		}()
 	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	var nilTr *Transport
+	resp, err := nilTr.RoundTrip(newRequest(t, "GET", srv.URL, nil))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a nil *Transport: %v, %v; want it to act as the zero Transport", resp, err)
+	}
+	resp.Body.Close()
 }
 
 // WithMaxElapsed: no wait starts that would end past the limit; the last

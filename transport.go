@@ -49,7 +49,7 @@ func NewClient(opts ...Option) *http.Client {
 }
 
 func (t *Transport) config() *config {
-	if t.c != nil {
+	if t != nil && t.c != nil {
 		return t.c
 	}
 	return defaultConfig()
@@ -90,7 +90,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// one attempt, and the base's own answer.
 		return c.send(req)
 	}
-	return c.forRequest(req).roundTrip(req)
+	rc, err := c.forRequest(req)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, &Error{Err: err}
+	}
+	return rc.roundTrip(req)
 }
 
 func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
