@@ -131,7 +131,7 @@ const maxHint = maxRetryAfterSeconds * time.Second
 // one too large to represent is maxHint.
 func hintMillis(v string) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
-	if !decimal.MatchString(v) { // not Go's float syntax: no sign, no inf, no hex, no _
+	if !decimal.MatchString(v) {
 		return 0, false
 	}
 	ms, err := strconv.ParseFloat(v, 64)
@@ -212,7 +212,9 @@ func goDuration(v string) (time.Duration, bool) {
 	return 0, false
 }
 
-var decimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+// decimal is the one grammar of a millisecond hint: digits, a fraction,
+// an exponent (1e15, 1.5E3), no sign, no inf, no hex, no _.
+var decimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 var durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+$`)
 
