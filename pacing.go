@@ -92,7 +92,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 			case actWait:
 				if err := sleep(k.ctx, v.wait); err != nil {
 					g.unpace(hs, t)
-					return v.reason, err
+					return callersEnd(v.reason, err), err
 				}
 				a.now, a.waited = mono(), a.waited+v.wait
 				if v.again {
@@ -102,7 +102,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 				got, err := hs.lim.queue(k.ctx, a.deadline)
 				if !got {
 					g.unpace(hs, t)
-					return v.reason, err
+					return callersEnd(v.reason, err), err
 				}
 				t.slot = true
 			}
@@ -114,6 +114,16 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 		k.t.start = mono() // sent now: its latency and staleness count from here, not from its waits
 	}
 	return "", nil
+}
+
+// callersEnd is the reason a wait for a pacer that ended in err gives:
+// none if the caller canceled it (the caller's doing, not the pacer's
+// refusal), else the pacer's.
+func callersEnd(reason GiveUpReason, err error) GiveUpReason {
+	if errors.Is(err, context.Canceled) {
+		return ""
+	}
+	return reason
 }
 
 // unpace gives back what the pacers took for an attempt not sent.

@@ -4,12 +4,15 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 func getOK(t *testing.T, tr http.RoundTripper, ctx context.Context) error {
@@ -188,6 +191,36 @@ func TestLimitLearnsNothingFastFromACancel(t *testing.T) {
 		defer hs.lim.mu.Unlock()
 		if hs.lim.limit < 7 {
 			t.Errorf("limit %.1f after 400 answers in 10 ms each (one canceled at 1 ms first), want about 8", hs.lim.limit)
+		}
+	})
+}
+
+// A first attempt whose caller cancels it while it waits for a pacer ends
+// with the context's error and is no refusal: retryhttp_giveups_total
+// does not count it, so that a burst of cancellations does not look like
+// the pacer shedding load.
+func TestPacerWaitCanceledIsTheCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMetrics()
+		var sent atomic.Int64
+		tr := New(retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		}), WithRateLimit(1, 1), WithMetrics(m))
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) // takes the turn
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		_, err = tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+		var re *Error
+		if !errors.As(err, &re) || re.Attempts != 0 || re.Reason != "" || !errors.Is(err, context.Canceled) {
+			t.Errorf("canceled while it waited for its turn: %v; want an *Error with no attempt and no reason, wrapping context.Canceled", err)
+		}
+		if got := sumCounter(t, m, "retryhttp_giveups_total"); got != 0 || sent.Load() != 1 {
+			t.Errorf("giveups_total %v, %d sent; want 0 and 1", got, sent.Load())
 		}
 	})
 }

@@ -109,6 +109,9 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.hs != nil {
 		if reason, err := c.gate.admitFirst(&k); reason != "" || err != nil {
 			closeBody(body)
+			if reason == "" {
+				return nil, &Error{Err: err} // canceled by its caller while it waited: no refusal
+			}
 			return k.refused(reason, err)
 		}
 	}
