@@ -224,3 +224,36 @@ func TestPacerWaitCanceledIsTheCallers(t *testing.T) {
 		}
 	})
 }
+
+// A retry whose deadline comes while it waits in the concurrency limit's
+// line gives up like any other: with its last response, reason deadline.
+func TestRetryWaitingForLimitKeepsResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewMetrics()
+		tr := New(retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/slow" {
+				time.Sleep(5 * time.Second) // holds the only slot
+				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			}
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		}), WithConcurrencyLimit(1, 1), WithBackoff(Constant(100*time.Millisecond)), WithMetrics(m))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(time.Millisecond) // the failing request's first attempt is answered; its retry waits 100ms
+			if resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/slow", nil)); err == nil {
+				resp.Body.Close() // it held the only slot for 5 s
+			}
+		})
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/fail", nil).WithContext(ctx))
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("a retry in the limit's line at its deadline: %v, %v; want its 503", resp, err)
+		}
+		resp.Body.Close()
+		wg.Wait()
+		if got := sumCounter(t, m, "retryhttp_giveups_total"); got < 1 {
+			t.Errorf("giveups_total %v: want the deadline counted", got)
+		}
+	})
+}

@@ -10,6 +10,8 @@
 package retryhttp
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,6 +246,12 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 	if reason == "" && err == nil && g != nil && g.paced {
 		if reason, err = g.pace(k, 2); err != nil {
 			reason = ""
+			if errors.Is(err, context.DeadlineExceeded) && r.resp != nil {
+				// The deadline came while the retry waited for a pacer
+				// (a slot of the limit, a turn): it gives up like any
+				// other, with its last response.
+				reason, err = GiveUpDeadline, nil
+			}
 		}
 	}
 	switch reason {
