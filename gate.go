@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // A controller is one rule of a host's admission. It sees only its own
@@ -67,23 +65,30 @@ const (
 	actHold
 	actRefuse
 	actWait  // pacers: wait for verdictOf.wait, then go
-	actQueue // the concurrency limit: wait in its queue for a slot
+	actQueue // the concurrency limit, the static rate: wait in its line (verdictOf.q)
 )
+
+// A queuer is a pacer's line: queue waits in it until the attempt may go
+// (what it took then), ctx ends, or the deadline (mono, 0: none) passes.
+type queuer interface {
+	queue(ctx context.Context, deadline int64) (taken, bool, error)
+}
 
 // taken is what the controllers took for an attempt that goes.
 type taken struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
-	probe      uint64            // the breaker made it the probe with this ticket
-	quota      bool              // quota pacing counted it
-	slot       bool              // it holds a slot of the concurrency limit
-	rsv        *rate.Reservation // the static rate's turn it took, given back if it is not sent
+	probe      uint64 // the breaker made it the probe with this ticket
+	quota      bool   // quota pacing counted it
+	slot       bool   // it holds a slot of the concurrency limit
+	turn       bool   // the static rate's turn it took, given back if it is not sent
 }
 
 // verdictOf is a controller's answer.
 type verdictOf struct {
 	act    act
 	reason GiveUpReason  // with actRefuse; with actWait and actQueue, if it cannot wait
+	q      queuer        // with actQueue: the line to wait in
 	wait   time.Duration // with actWait
 	again  bool          // with actWait: ask again once the wait is over
 	taken

@@ -7,7 +7,6 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/time v0.16.0
 )
 
 require (

@@ -88,24 +88,24 @@ func (l *limiter) admit(a ask) verdictOf {
 	case len(l.waiters) >= l.cfg.max:
 		return refuse(GiveUpLimit)
 	}
-	return verdictOf{act: actQueue, reason: GiveUpLimit}
+	return verdictOf{act: actQueue, reason: GiveUpLimit, q: l}
 }
 
 // cap is the whole number of slots; mu is held.
 func (l *limiter) cap() int { return max(int(l.limit), 1) }
 
 // queue waits for a slot until ctx ends or its deadline (mono, 0: none)
-// passes: it reports whether it got one.
-func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
+// passes: it reports whether it got one (taken.slot).
+func (l *limiter) queue(ctx context.Context, deadline int64) (taken, bool, error) {
 	l.mu.Lock()
 	if len(l.waiters) == 0 && l.inflight < l.cap() {
 		l.inflight++
 		l.mu.Unlock()
-		return true, nil
+		return taken{slot: true}, true, nil
 	}
 	if len(l.waiters) >= l.cfg.max {
 		l.mu.Unlock()
-		return false, nil
+		return taken{}, false, nil
 	}
 	ch := make(chan struct{})
 	l.waiters = append(l.waiters, ch)
@@ -119,7 +119,7 @@ func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
 	var err error
 	select {
 	case <-ch:
-		return true, nil
+		return taken{slot: true}, true, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-expired:
@@ -140,7 +140,7 @@ func (l *limiter) queue(ctx context.Context, deadline int64) (bool, error) {
 			}
 		}
 	}
-	return false, err
+	return taken{}, false, err
 }
 
 // undo gives back a slot taken for an attempt that is not sent.

@@ -182,7 +182,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := l.queue(context.Background(), 0)
+			_, got, err := l.queue(context.Background(), 0)
 			if !got || err != nil {
 				t.Errorf("waiter %d: %v %v", i, got, err)
 				return
@@ -205,7 +205,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		t.Errorf("with max waiting: %+v, want refused (limit)", v)
 	}
 	// A waiter whose deadline passes leaves the queue, with no slot.
-	got, err := l.queue(context.Background(), mono()+int64(5*time.Millisecond))
+	_, got, err := l.queue(context.Background(), mono()+int64(5*time.Millisecond))
 	if got || err != nil {
 		t.Errorf("queue full: %v %v, want refused at once", got, err)
 	}
@@ -228,7 +228,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	l.observe(seen{slot: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	got, err = l.queue(ctx, mono()+int64(5*time.Millisecond))
+	_, got, err = l.queue(ctx, mono()+int64(5*time.Millisecond))
 	if !got || err != nil {
 		t.Errorf("a free slot after the others ended: %v %v", got, err)
 	}

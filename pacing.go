@@ -78,10 +78,7 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 	for _, p := range hs.pacers {
 		for turn := 0; ; turn++ {
 			v := p.admit(a)
-			t.quota, t.slot = t.quota || v.quota, t.slot || v.slot
-			if v.rsv != nil {
-				t.rsv = v.rsv
-			}
+			t.quota, t.slot, t.turn = t.quota || v.quota, t.slot || v.slot, t.turn || v.turn
 			if v.act == actWait && v.again && turn == maxPaceTurns {
 				v.act = actRefuse // asked to wait again and again: give up
 			}
@@ -99,12 +96,12 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 					continue
 				}
 			case actQueue:
-				got, err := hs.lim.queue(k.ctx, a.deadline)
-				if !got {
+				got, ok, err := v.q.queue(k.ctx, a.deadline)
+				if !ok {
 					g.unpace(hs, t)
 					return callersEnd(v.reason, err), err
 				}
-				t.slot = true
+				t.slot, t.turn = t.slot || got.slot, t.turn || got.turn
 			}
 			break
 		}
@@ -128,7 +125,7 @@ func callersEnd(reason GiveUpReason, err error) GiveUpReason {
 
 // unpace gives back what the pacers took for an attempt not sent.
 func (g *gate) unpace(hs *hostState, t taken) {
-	if t.quota || t.slot || t.rsv != nil {
+	if t.quota || t.slot || t.turn {
 		for _, p := range hs.pacers {
 			p.undo(t, time.Time{}) // no pacer reads the time
 		}
@@ -177,8 +174,8 @@ func (h *hostState) pacersQuiet() bool {
 			return false
 		}
 	}
-	if h.rate.lim != nil && h.rate.lim.Tokens() < float64(h.rate.lim.Burst()) {
-		return false // forgetting it would refill its bucket
+	if h.rate.cfg != nil && !h.rate.quiet() {
+		return false // forgetting it would refill its bucket, or lose its line
 	}
 	if h.quo.cfg != nil {
 		now := mono()

@@ -257,3 +257,47 @@ func TestRetryWaitingForLimitKeepsResponse(t *testing.T) {
 		}
 	})
 }
+
+// The static rate gives back a turn not used: a waiter canceled in the
+// line moves those behind it up, so that no turn goes unsent while others
+// wait. At 1/s: A sends at 0; B, then C, wait; B is canceled at 0.5s; C
+// sends at 1s (not 2s), and D, arriving at 1.2s, at 2s.
+func TestRateLimitCanceledTurnGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		var sends []time.Duration
+		tr := New(retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
+			mu.Lock()
+			sends = append(sends, time.Since(start))
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+		}), WithRateLimit(1, 1))
+		get := func(ctx context.Context) {
+			if resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx)); err == nil {
+				resp.Body.Close()
+			}
+		}
+		var wg sync.WaitGroup
+		get(context.Background()) // A
+		bctx, cancelB := context.WithCancel(context.Background())
+		wg.Go(func() { get(bctx) })
+		time.Sleep(100 * time.Millisecond)
+		wg.Go(func() { get(context.Background()) }) // C, behind B
+		time.Sleep(400 * time.Millisecond)
+		cancelB()
+		time.Sleep(700 * time.Millisecond)
+		wg.Go(func() { get(context.Background()) }) // D, at 1.2s
+		wg.Wait()
+		want := []time.Duration{0, time.Second, 2 * time.Second}
+		if len(sends) != len(want) {
+			t.Fatalf("sends at %v, want at %v", sends, want)
+		}
+		for i := range want {
+			if sends[i] != want[i] {
+				t.Errorf("sends at %v, want at %v", sends, want)
+				break
+			}
+		}
+	})
+}

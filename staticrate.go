@@ -1,14 +1,15 @@
 // This file holds the static rate limit, one of admission's pacers
-// (pacing.go): per host, a token bucket from golang.org/x/time/rate, for
-// servers that say nothing of their quota.
+// (pacing.go): per host, a token bucket with a line of waiters, first
+// come first served, for servers that say nothing of their quota.
 
 package retryhttp
 
 import (
+	"context"
 	"math"
+	"slices"
+	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // WithRateLimit sends at most perSecond attempts a second to each host,
@@ -30,34 +31,142 @@ type rateConfig struct {
 	burst     int
 }
 
-// staticRate is one host's token bucket.
-type staticRate struct{ lim *rate.Limiter }
-
-func (s *staticRate) init(cfg *rateConfig) {
-	s.lim = rate.NewLimiter(rate.Limit(cfg.perSecond), cfg.burst)
+// staticRate is one host's token bucket and its line. A waiter's turn
+// comes when the bucket holds a token for it and for each waiter ahead of
+// it; a waiter that leaves the line (canceled, or past its deadline), or
+// a turn taken and not used, moves everyone behind it up at once: a turn
+// not used is never lost. (x/time/rate's reservations cannot give a turn
+// back once a later one is made, so the bucket is kept here.)
+type staticRate struct {
+	cfg     *rateConfig
+	mu      sync.Mutex
+	tokens  float64
+	at      int64     // mono of tokens
+	line    []*byte   // the waiters, first come first; each its own identity
+	changed chan bool // closed, and replaced, when the line moves up
 }
 
-// admit takes a turn: now, later (the attempt waits for it), or none, if
-// it would come past the attempt's deadline.
+func (s *staticRate) init(cfg *rateConfig) {
+	s.cfg, s.tokens = cfg, float64(cfg.burst)
+}
+
+// fill adds the tokens earned since the last fill, up to the burst; mu is
+// held.
+func (s *staticRate) fill(now int64) {
+	if now > s.at {
+		s.tokens = min(s.tokens+float64(now-s.at)/float64(time.Second)*s.cfg.perSecond, float64(s.cfg.burst))
+		s.at = now
+	}
+}
+
+// until is how long from now until the bucket holds pos+1 tokens: the
+// turn of the waiter at pos; mu is held.
+func (s *staticRate) until(now int64, pos int) time.Duration {
+	s.fill(now)
+	need := float64(pos+1) - s.tokens
+	if need <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(need / s.cfg.perSecond * float64(time.Second)))
+}
+
+// admit takes a turn now, or sends the attempt to the line; none if its
+// turn would come past its deadline.
 func (s *staticRate) admit(a ask) verdictOf {
-	now := time.Now()
-	r := s.lim.ReserveN(now, 1)
-	d := r.DelayFrom(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.until(a.now, len(s.line))
 	switch {
-	case d <= 0:
-		return verdictOf{act: actSend, taken: taken{rsv: r}}
+	case d == 0 && len(s.line) == 0:
+		s.tokens--
+		return verdictOf{act: actSend, taken: taken{turn: true}}
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
-		r.CancelAt(now)
 		return refuse(GiveUpQuota)
 	}
-	return verdictOf{act: actWait, wait: d, reason: GiveUpQuota, taken: taken{rsv: r}}
+	return verdictOf{act: actQueue, reason: GiveUpQuota, q: s}
+}
+
+// queue waits in the line for a turn until ctx ends or its deadline
+// (mono, 0: none) passes.
+func (s *staticRate) queue(ctx context.Context, deadline int64) (taken, bool, error) {
+	me := new(byte)
+	s.mu.Lock()
+	s.line = append(s.line, me)
+	for range maxQueueTurns {
+		now := mono()
+		pos := slices.Index(s.line, me)
+		d := s.until(now, pos)
+		if d == 0 && pos == 0 {
+			s.tokens--
+			s.leave(me)
+			s.mu.Unlock()
+			return taken{turn: true}, true, nil
+		}
+		if deadline != 0 && now+int64(d) >= deadline {
+			break // its turn would come too late
+		}
+		if s.changed == nil {
+			s.changed = make(chan bool)
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-changed:
+		case <-ctx.Done():
+			t.Stop()
+			s.mu.Lock()
+			s.leave(me)
+			s.mu.Unlock()
+			return taken{}, false, ctx.Err()
+		}
+		t.Stop()
+		s.mu.Lock()
+	}
+	s.leave(me)
+	s.mu.Unlock()
+	return taken{}, false, nil
+}
+
+// maxQueueTurns bounds the looks of one waiter: each follows a wait for
+// its turn or a move of the line.
+const maxQueueTurns = 1 << 20
+
+// leave takes me out of the line, and tells those behind it to look
+// again; mu is held.
+func (s *staticRate) leave(me *byte) {
+	if i := slices.Index(s.line, me); i >= 0 {
+		s.line = slices.Delete(s.line, i, i+1)
+	}
+	s.moved()
+}
+
+// moved tells the waiters to look again; mu is held.
+func (s *staticRate) moved() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // undo gives back a turn taken for an attempt that is not sent.
 func (s *staticRate) undo(t taken, _ time.Time) {
-	if t.rsv != nil {
-		t.rsv.Cancel()
+	if t.turn {
+		s.mu.Lock()
+		s.tokens = min(s.tokens+1, float64(s.cfg.burst))
+		s.moved()
+		s.mu.Unlock()
 	}
 }
 
 func (s *staticRate) observe(seen) change { return change{} }
+
+// quiet reports whether forgetting the host would lose nothing: its
+// bucket full, no one in line.
+func (s *staticRate) quiet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fill(mono())
+	return len(s.line) == 0 && s.tokens >= float64(s.cfg.burst)
+}
