@@ -210,8 +210,16 @@ func (q *quota) take(r quotaReading, now int64) {
 		if p.guessed { // the first word since it rolled over
 			p.guessed = false
 		} else {
-			if now > p.obs {
-				used := max(p.remaining-p.since-left, 0)
+			used := max(p.remaining-p.since-left, 0)
+			switch {
+			case p.remaining > 10*(left+1) && used > p.remaining/2:
+				// Most of the quota gone between two words, down to a
+				// tenth: the earlier word was wild (a billion left, then
+				// the truth), and learning others' use from it would make
+				// every window look spent at once; the client, sending
+				// one attempt a window, would never hear the words that
+				// correct it. The new word stands alone.
+			case now > p.obs:
 				p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
 			}
 			left = min(left, p.remaining-(p.since-float64(q.inflight)))

@@ -23,6 +23,12 @@ type quotaResult struct {
 }
 
 func quotaSim(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread bool) quotaResult {
+	return quotaSimWild(clients, limit, window, offered, d, timeout, spread, false)
+}
+
+// quotaSimWild is quotaSim whose server, with wild, answers the first
+// request with a wild reading (a billion left) and truthfully after.
+func quotaSimWild(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread, wild bool) quotaResult {
 	qs := make([]quota, clients)
 	cfg := &quotaConfig{maxWait: timeout, spread: spread}
 	for i := range qs {
@@ -52,6 +58,9 @@ func quotaSim(clients int, limit int, window time.Duration, offered float64, d, 
 			}
 		}
 		h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, limit-used[win], int(math.Ceil(left.Seconds()))))
+		if wild && r.sends == 1 {
+			h.Set("RateLimit", `"default";r=1000000000;t=1`)
+		}
 		if c == 0 {
 			r.firstFields = true
 		}
@@ -227,5 +236,21 @@ func TestQuotaPacingFleetWithLatency(t *testing.T) {
 		if use < 0.85 {
 			t.Errorf("spread %v: %.1f%% of the quota used, want at least 85%%", spread, 100*use)
 		}
+	}
+}
+
+// One wild reading does not stall pacing: a host that allows 5 a second
+// and once says a billion are left, then the truth, gets about what an
+// honest host gets from the same client (which used to send 10 in 10 s,
+// where the honest run sent 50): the host's later words correct it.
+func TestQuotaPacingWildReading(t *testing.T) {
+	honest := quotaSimWild(1, 5, time.Second, 10, 20*time.Second, 2*time.Second, false, false)
+	wild := quotaSimWild(1, 5, time.Second, 10, 20*time.Second, 2*time.Second, false, true)
+	t.Logf("honest: %d sends, %d used; one wild reading: %d sends, %d used", honest.sends, honest.used, wild.sends, wild.used)
+	if float64(wild.used) < 0.9*float64(honest.used) {
+		t.Errorf("after one wild reading, %d of the quota used in 20 s; the honest run used %d", wild.used, honest.used)
+	}
+	if wild.tooMany > honest.tooMany+10 {
+		t.Errorf("after one wild reading, %d answers 429 (honest: %d)", wild.tooMany, honest.tooMany)
 	}
 }
