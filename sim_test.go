@@ -251,7 +251,8 @@ type simCaller struct {
 	follows     int           // a closed loop: starts when caller follows-1 has ended; 0: open loop
 	deadline    time.Duration // 0: none
 	noRetry     bool
-	maxAttempts int // per-request WithMaxAttempts, 0: none
+	maxAttempts int           // per-request WithMaxAttempts, 0: none
+	cancelAt    time.Duration // its caller cancels it this long after it starts, 0: never
 }
 
 type simFaults struct {
@@ -280,6 +281,8 @@ type simFaults struct {
 	// capacity: each host serves this many per 100ms (windows from the
 	// start) and answers 503 beyond: an overload, never an outage.
 	capacity int
+	// wild: every wild-th answer says a billion of the quota are left.
+	wild int
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -439,6 +442,22 @@ func (s *simulation) drawShapes(r *rand.Rand) {
 		f.outageOnly = false // the refusals of an overload are failures too
 		s.desc = append(s.desc, fmt.Sprintf("overload: serves %d per 100ms, 503 beyond", f.capacity))
 	}
+	// Callers that cancel their own requests, often while they wait for a
+	// pacer; and a quota that now and then says something wild.
+	if s.throttle || s.limited || s.quotaWait > 0 {
+		n := 0
+		for i := range s.callers {
+			if r.IntN(4) == 0 {
+				s.callers[i].cancelAt = time.Duration(1+r.IntN(2000)) * time.Millisecond
+				n++
+			}
+		}
+		s.desc = append(s.desc, fmt.Sprintf("canceled-by-callers=%d", n))
+	}
+	if f.quota > 0 && r.IntN(3) == 0 {
+		f.wild = 5 + r.IntN(20)
+		s.desc = append(s.desc, fmt.Sprintf("wild-quota-word-every=%d", f.wild))
+	}
 }
 
 // drawPacers draws the pacers (pacing.go), each on in a fifth of runs,
@@ -580,14 +599,15 @@ func (s *simulation) drawCallers(r *rand.Rand) {
 
 // simBase is the fault-scripted base, shared by the run's callers.
 type simBase struct {
-	s     *simulation
-	start time.Time
-	mu    sync.Mutex
-	sent  map[string][]simAttempt
-	oks   map[string][]time.Duration // when a 200 was answered, per host
-	downs map[string][]time.Duration // when an outage's failure was answered (or refused), per host
-	used  map[string]map[int64]int   // the server quota's use, per host and window
-	open  atomic.Int64               // response bodies handed out, not closed
+	s          *simulation
+	start      time.Time
+	mu         sync.Mutex
+	sent       map[string][]simAttempt
+	oks        map[string][]time.Duration // when a 200 was answered, per host
+	downs      map[string][]time.Duration // when an outage's failure was answered (or refused), per host
+	used       map[string]map[int64]int   // the server quota's use, per host and window
+	quotaWords int                        // answers that stated the quota
+	open       atomic.Int64               // response bodies handed out, not closed
 }
 
 type simAttempt struct {
@@ -748,6 +768,9 @@ func (b *simBase) spend(host string, t time.Duration, h http.Header) int {
 	}
 	left := time.Duration(w+1)*time.Second - t
 	h.Set("RateLimit", fmt.Sprintf(`"q";r=%d;t=%d`, b.s.faults.quota-b.used[host][w], int(math.Ceil(left.Seconds()))))
+	if b.quotaWords++; b.s.faults.wild > 0 && b.quotaWords%b.s.faults.wild == 0 {
+		h.Set("RateLimit", fmt.Sprintf(`"q";r=1000000000;t=%d`, int(math.Ceil(left.Seconds()))))
+	}
 	return code
 }
 
@@ -864,6 +887,12 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	}
 	if c.maxAttempts > 0 {
 		ctx = WithRequestOptions(ctx, WithMaxAttempts(c.maxAttempts))
+	}
+	if c.cancelAt > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer time.AfterFunc(c.cancelAt, cancel).Stop()
+		defer cancel()
 	}
 	var body io.Reader
 	if c.method == "POST" || c.method == "PUT" {
@@ -990,6 +1019,15 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if c.deadline > 0 && o.end > at+c.deadline {
 			fail("caller %s: ended at %v, after its deadline at %v", c.id, o.end, at+c.deadline)
+		}
+		if c.cancelAt > 0 && o.panicked == nil {
+			var re *Error
+			switch {
+			case o.end > o.start+c.cancelAt:
+				fail("caller %s: canceled at %v, ended at %v", c.id, o.start+c.cancelAt, o.end)
+			case errors.As(o.err, &re) && re.Attempts == 0 && errors.Is(o.err, context.Canceled) && re.Reason != "":
+				fail("caller %s: canceled by its caller before its first attempt, but given up as %q", c.id, re.Reason)
+			}
 		}
 		s.checkBounds(tr, c, o, sent, limit, fail)
 		if s.mustSucceed(c, limit, declared) && (o.resp == nil || o.resp.StatusCode != 200) {
