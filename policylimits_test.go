@@ -35,3 +35,38 @@ func TestPolicyReaderLimits(t *testing.T) {
 		t.Error("a policy, 1 KiB of blanks, an invalid policy: no error")
 	}
 }
+
+// FuzzPolicyShapes builds hostile documents from sizes (deep nesting, a
+// long key, a long gap between policies) around a fuzzed fragment: the
+// reader never crashes, and its errors stay short.
+func FuzzPolicyShapes(f *testing.F) {
+	f.Add(uint16(40), uint32(10), uint32(0), []byte(`1`))
+	f.Add(uint16(0), uint32(70_000), uint32(10), []byte(`{}`))
+	f.Add(uint16(5), uint32(3), uint32(100_000), []byte(`"x"`))
+	f.Add(uint16(2000), uint32(0), uint32(0), []byte(`[`))
+	f.Fuzz(func(t *testing.T, depth uint16, keyLen, gap uint32, frag []byte) {
+		keyLen, gap = keyLen%(1<<20), gap%(1<<20) // up to 1 MiB each
+		var b bytes.Buffer
+		b.WriteString(`[{"dependency":"a","retry":`)
+		b.Write(bytes.Repeat([]byte("["), int(depth)))
+		b.Write(frag)
+		b.Write(bytes.Repeat([]byte("]"), int(depth)))
+		b.WriteString(`},`)
+		b.Write(bytes.Repeat([]byte(" "), int(gap)))
+		b.WriteString(`{"dependency":"b","`)
+		b.Write(bytes.Repeat([]byte("k"), int(keyLen)))
+		b.WriteString(`":1}]`)
+		data := b.Bytes()
+		for _, err := range []error{parseErr(data), loadErr(data)} {
+			if err != nil && len(err.Error()) > 1024 {
+				t.Fatalf("a %d-byte error for a %d-byte document", len(err.Error()), len(data))
+			}
+		}
+		if loadErr(data) == nil && keyLen > 0 {
+			t.Fatalf("an unknown key of %d bytes was accepted", keyLen)
+		}
+	})
+}
+
+func parseErr(data []byte) error { _, err := ParsePolicy(data); return err }
+func loadErr(data []byte) error  { _, err := LoadPolicies(bytes.NewReader(data)); return err }

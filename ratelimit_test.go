@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,4 +220,30 @@ func TestHugeHintsReturnAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzHintMillis: every millisecond hint (retry-after-ms, AWS's
+// x-amz-retry-after) follows one grammar, digits with a fraction and an
+// exponent, no sign: what matches it is a hint (the longest wait there
+// is, if too large), what does not is none, in either field alike.
+func FuzzHintMillis(f *testing.F) {
+	for _, s := range []string{"1500", "1e15", "1.5E3", "25e+2", "1e-3", "0", "-1", "e3", "1e", "1.e3", "inf", "0x10", "1_000", " 7 ", "1e400"} {
+		f.Add(s)
+	}
+	grammar := regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	now := time.Unix(1_700_000_000, 0)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := hintMillis(v)
+		if want := grammar.MatchString(strings.TrimSpace(v)); ok != want {
+			t.Fatalf("hintMillis(%q) ok = %v, want %v (the grammar)", v, ok, want)
+		}
+		if d < 0 || d > maxHint || (!ok && d != 0) {
+			t.Fatalf("hintMillis(%q) = %v, %v", v, d, ok)
+		}
+		for _, name := range []string{"Retry-After-Ms", "X-Amz-Retry-After"} {
+			if e, eok := rateLimitWait(http.Header{name: {v}}, now); eok != ok || e != d {
+				t.Fatalf("%s: %q = %v, %v; hintMillis says %v, %v", name, v, e, eok, d, ok)
+			}
+		}
+	})
 }
