@@ -65,7 +65,7 @@ func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 	if len(h) == 0 {
 		return 0, false
 	}
-	for _, name := range [...]string{"Retry-After-Ms", "X-Amz-Retry-After"} {
+	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
 		if d, ok := hintMillis(h.Get(name)); ok {
 			return d, true
 		}

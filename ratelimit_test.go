@@ -47,6 +47,8 @@ func TestRateLimitWait(t *testing.T) {
 		{"OpenAI, some left", h("X-Ratelimit-Remaining-Tokens", "10", "X-Ratelimit-Reset-Tokens", "1s"), 0, false},
 		{"malformed ignored", h("retry-after-ms", "soon", "Retry-After", "-1", "RateLimit", "r=x;t=y"), 0, false},
 		{"x-amz-retry-after", h("x-amz-retry-after", "2500"), 2500 * time.Millisecond, true},
+		{"Azure's x-ms-retry-after-ms", h("x-ms-retry-after-ms", "1500"), 1500 * time.Millisecond, true},
+		{"x-ms-retry-after-ms before Retry-After", h("x-ms-retry-after-ms", "1500", "Retry-After", "9"), 1500 * time.Millisecond, true},
 		{"retry-after-ms in exponent notation", h("retry-after-ms", "1.5e3"), 1500 * time.Millisecond, true},
 		{"retry-after-ms too large, in exponent notation", h("retry-after-ms", "1e15"), maxHint, true},
 		{"x-amz-retry-after, a signed exponent", h("x-amz-retry-after", "25E+2"), 2500 * time.Millisecond, true},
@@ -222,8 +224,8 @@ func TestHugeHintsReturnAtOnce(t *testing.T) {
 	}
 }
 
-// FuzzHintMillis: every millisecond hint (retry-after-ms, AWS's
-// x-amz-retry-after) follows one grammar, digits with a fraction and an
+// FuzzHintMillis: every millisecond hint (retry-after-ms, Azure's
+// x-ms-retry-after-ms, AWS's x-amz-retry-after) follows one grammar, digits with a fraction and an
 // exponent, no sign: what matches it is a hint (the longest wait there
 // is, if too large), what does not is none, in either field alike.
 func FuzzHintMillis(f *testing.F) {
@@ -240,7 +242,7 @@ func FuzzHintMillis(f *testing.F) {
 		if d < 0 || d > maxHint || (!ok && d != 0) {
 			t.Fatalf("hintMillis(%q) = %v, %v", v, d, ok)
 		}
-		for _, name := range []string{"Retry-After-Ms", "X-Amz-Retry-After"} {
+		for _, name := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
 			if e, eok := rateLimitWait(http.Header{name: {v}}, now); eok != ok || e != d {
 				t.Fatalf("%s: %q = %v, %v; hintMillis says %v, %v", name, v, e, eok, d, ok)
 			}
