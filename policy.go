@@ -275,17 +275,16 @@ func WithBackoff(b Backoff) RequestOption {
 
 // WithRetryableStatuses replaces the set of status codes that are retried.
 // The default is 408, 429 and every 5xx except 501, 505, 506, 508, 510
-// and 511; 409 is retried by default only for a request that carries an
-// idempotency key. With this option exactly the listed codes are retried
-// (409 included, if listed, for any request that may be retried); with no
-// codes, no status is retried, only transport errors. Codes outside
-// 100..999 are invalid.
+// and 511; 409 only for a request with an idempotency key. With this
+// option exactly the listed codes are retried (409 included, if listed);
+// with no codes, no status is retried, only transport errors. Only error
+// statuses (400..999) are valid.
 func WithRetryableStatuses(codes ...int) RequestOption {
 	return requestOption("WithRetryableStatuses", func(c *config) error {
 		var s statusSet
 		for _, code := range codes {
-			if code < 100 || code > 999 {
-				return optErr("WithRetryableStatuses", "status code %d is outside 100..999", code)
+			if code < 400 || code > 999 {
+				return optErr("WithRetryableStatuses", "status code %d is not an error status (400..999): it would be retried when it succeeds", code)
 			}
 			s.add(code)
 		}

@@ -30,6 +30,10 @@ func TestPolicyReaderLimits(t *testing.T) {
 	if _, err := LoadPolicies(strings.NewReader(one)); err == nil || !strings.Contains(err.Error(), "longer than 16 MiB") {
 		t.Errorf("a policy, 16 MiB of blanks, an invalid policy: %v; want the input refused as too long", err)
 	}
+	if _, err := LoadPolicies(strings.NewReader("{\n  \"dependncy\": \"rates\"\n}")); err == nil ||
+		err.Error() != "retryhttp: policies: line 2, column 3: field dependncy: not a field of the policy: did you mean dependency?" {
+		t.Errorf("a typo in a top-level key: %v; want its place and the field meant", err)
+	}
 	short := `[{"dependency":"a"}` + strings.Repeat(" ", 1<<10) + `, {"dependency":"b","bogus":1}]`
 	if _, err := LoadPolicies(strings.NewReader(short)); err == nil {
 		t.Error("a policy, 1 KiB of blanks, an invalid policy: no error")

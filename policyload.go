@@ -264,6 +264,7 @@ func keyed(dec *json.Decoder, data []byte) ([]document, error) {
 	var docs []document
 	seen := map[string]bool{}
 	for dec.More() {
+		keyAt := offsetOf(data, dec.InputOffset())
 		tok, err := dec.Token()
 		if err != nil {
 			return nil, located(err, data, 0)
@@ -288,6 +289,12 @@ func keyed(dec *json.Decoder, data []byte) ([]document, error) {
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("dependency %q: %w", name, located(err, data, start))
+		}
+		if hint := didYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
+			// A scalar where a policy should be, under a key a letter
+			// or two from a field: one policy with a typo in its key,
+			// not an object of policies.
+			return nil, located(&fieldError{quoted(name), "not a field of the policy" + hint, keyAt}, data, 0)
 		}
 		docs = append(docs, document{name, v, start})
 	}

@@ -116,6 +116,7 @@ func TestTypedNilsRefused(t *testing.T) {
 		{"nil *http.Transport base", func() { New((*http.Transport)(nil)) }, "nil *http.Transport"},
 		{"nil *Transport base", func() { New((*Transport)(nil)) }, "nil *retryhttp.Transport"},
 		{"BackoffFunc(nil)", func() { New(nil, WithBackoff(BackoffFunc(nil))) }, "WithBackoff(retryhttp.BackoffFunc(nil))"},
+		{"WithRetryableStatuses(200)", func() { New(nil, WithRetryableStatuses(503, 200)) }, "status code 200 is not an error status"},
 		{"ProbeBackoff: BackoffFunc(nil)", func() {
 			New(nil, WithRetryBreaker(BreakerConfig{ProbeBackoff: BackoffFunc(nil)}))
 		}, "ProbeBackoff: retryhttp.BackoffFunc(nil)"},
