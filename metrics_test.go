@@ -198,8 +198,8 @@ func testLogRecords(t *testing.T) {
 			rec["outcome"] != reason {
 			t.Errorf("record %d = %v", i+1, rec)
 		}
-		if i < 3 && rec["delay"] != float64(time.Second) {
-			t.Errorf("record %d delay = %v, want 1s", i+1, rec["delay"])
+		if i < 3 && rec["delay_ms"] != float64(1000) {
+			t.Errorf("record %d delay_ms = %v, want 1000", i+1, rec["delay_ms"])
 		}
 	}
 	if recs[3]["reason"] != string(GiveUpAttempts) || recs[3]["outcome"] != "503" {
@@ -249,5 +249,63 @@ func TestMetricsDocNamesEveryFamily(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("%d families described", n)
+	}
+}
+
+// ctxHandler is a context-aware handler, as an OpenTelemetry bridge is:
+// it adds the trace id that the caller's context carries.
+type ctxHandler struct{ slog.Handler }
+
+type traceKey struct{}
+
+func (h ctxHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id, ok := ctx.Value(traceKey{}).(string); ok {
+		r.AddAttrs(slog.String("trace_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// A Transport made from a policy names the dependency and the operation
+// in its records, and writes them with the request's context, so that a
+// context-aware handler adds the caller's trace id.
+func TestLogsCarryCallersContext(t *testing.T) {
+	var buf bytes.Buffer
+	ps, err := LoadPolicies(strings.NewReader(`[
+		{"dependency": "rates", "retry": {"max_attempts_total": 2, "backoff": "constant", "initial_delay_ms": 7}},
+		{"dependency": "rates", "operation": "quote", "match": "GET /quote/*", "retry": {"max_attempts_total": 2, "backoff": "constant", "initial_delay_ms": 7}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trs, err := ps.Transports(retrytest.NewScriptTransport(steps(503, 503, 503, 503)...),
+		WithLogger(slog.New(ctxHandler{slog.NewJSONHandler(&buf, nil)})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), traceKey{}, "4bf92f3577b34da6")
+	for _, path := range []string{"/quote/1", "/other"} {
+		req := newRequest(t, "GET", "http://rates.test"+path, nil).WithContext(ctx)
+		if resp, err := trs["rates"].RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want a retry and a give-up for each request:\n%s", len(recs), buf.String())
+	}
+	for i, rec := range recs {
+		op := map[bool]any{true: "quote", false: nil}[i < 2]
+		if rec["dependency"] != "rates" || rec["operation"] != op || rec["trace_id"] != "4bf92f3577b34da6" {
+			t.Errorf("record %d = %v; want dependency rates, operation %v, the caller's trace id", i+1, rec, op)
+		}
+	}
+	if recs[0]["delay_ms"] != float64(7) {
+		t.Errorf("retry record's delay_ms = %v, want 7", recs[0]["delay_ms"])
 	}
 }

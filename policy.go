@@ -103,6 +103,8 @@ type config struct {
 	// onRelease, if set (by the simulator), is told of every held retry
 	// that a recovery releases, and whether it was lent.
 	onRelease         func(host string, lent bool)
+	dependency        string // the policy's dependency, for the logs; "" if none
+	operation         string // the policy's operation (its name, or its match), for the logs
 	base              http.RoundTripper
 	inner             *Transport // base is itself a Transport: call it once per attempt
 	markOwner         bool       // a Transport hides deeper in base: tell it by context

@@ -43,6 +43,9 @@ func (p Policy) Options() ([]Option, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dep := p.doc.Dependency; dep != "" {
+		opts = append(opts, option("dependency", func(c *config) error { c.dependency = dep; return nil }))
+	}
 	if len(p.ops) > 0 {
 		o, err := p.operationsOption()
 		if err != nil {
@@ -524,6 +527,11 @@ func (p Policy) operationsOption() (Option, error) {
 		if err != nil {
 			return nil, fail(err)
 		}
+		name := op.Operation
+		if name == "" {
+			name = op.Match
+		}
+		opts = append(opts, option("operation", func(c *config) error { c.operation = name; return nil }))
 		ops = append(ops, operation{rs, opts})
 	}
 	return option("operations", func(c *config) error {

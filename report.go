@@ -63,9 +63,15 @@ func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason Gi
 	if method == "" {
 		method = http.MethodGet
 	}
-	attrs := make([]slog.Attr, 0, 10)
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("name", k.c.displayName()))
+	if k.c.dependency != "" {
+		attrs = append(attrs, slog.String("dependency", k.c.dependency))
+	}
+	if k.c.operation != "" {
+		attrs = append(attrs, slog.String("operation", k.c.operation))
+	}
 	attrs = append(attrs,
-		slog.String("name", k.c.displayName()),
 		slog.String("method", method),
 		slog.String("host", k.req.URL.Host))
 	if k.c.logRoute != nil {
@@ -74,7 +80,7 @@ func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason Gi
 	attrs = append(attrs,
 		slog.Int("attempt", attempt),
 		slog.Int("max_attempts", k.c.maxAttempts),
-		slog.Duration("delay", delay),
+		slog.Int64("delay_ms", delay.Milliseconds()),
 		slog.String("outcome", o.String()))
 	if reason != "" {
 		attrs = append(attrs, slog.String("reason", string(reason)))
