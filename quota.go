@@ -76,6 +76,7 @@ type quotaPart struct {
 	limit     float64 // the most ever said to be left, plus one: about its size
 	foreign   float64 // others' use, per nanosecond, smoothed
 	guessed   bool    // remaining is this client's guess, since it rolled over
+	sized     bool    // limit and window are the host's own (RateLimit-Policy), not learnt
 	next      int64   // spread: the earliest next attempt
 }
 
@@ -160,10 +161,15 @@ func (q *quota) observe(o seen) change {
 	}
 	var rs [maxQuotaParts]quotaReading
 	readings := quotaReadings(o.header, o.status, o.wall, rs[:0])
+	var ps [maxQuotaParts]quotaPolicy
+	policies := quotaPolicies(o.header, ps[:0])
 	q.mu.Lock()
 	q.inflight = max(q.inflight-1, 0)
 	for _, r := range readings {
 		q.take(r, o.now)
+	}
+	for _, pol := range policies {
+		q.size(pol)
 	}
 	var left float64 = -1
 	if len(q.parts) > 0 {
@@ -226,16 +232,74 @@ func (q *quota) take(r quotaReading, now int64) {
 		}
 		p.remaining, p.since, p.obs = left, float64(q.inflight), now
 		p.reset = min(p.reset, reset) // told in whole seconds, rounded up: the earliest is the closest
-		p.window = max(p.window, int64(r.reset))
-		p.limit = max(p.limit, float64(r.remaining)+1)
+		p.learn(r)
 		return
 	}
 	// A new window, or the first word of this quota.
 	p.remaining, p.since, p.obs, p.reset, p.guessed = float64(r.remaining), float64(q.inflight), now, reset, false
-	p.window = max(p.window, int64(r.reset))
-	p.limit = max(p.limit, float64(r.remaining)+1)
+	p.learn(r)
 	if p.next > reset {
 		p.next = 0
+	}
+}
+
+// learn takes what a reading says of the quota's size and window, unless
+// the host has stated them (RateLimit-Policy): the longest time to reset
+// seen is about its window, the most ever left plus one about its size.
+func (p *quotaPart) learn(r quotaReading) {
+	if !p.sized {
+		p.window = max(p.window, int64(r.reset))
+		p.limit = max(p.limit, float64(r.remaining)+1)
+	}
+}
+
+// quotaPolicy is one quota's size and window, as the IETF RateLimit-Policy
+// field states them.
+type quotaPolicy struct {
+	key    string
+	quota  int64
+	window time.Duration
+}
+
+// quotaPolicies reads the IETF RateLimit-Policy field (draft 8 on): items
+// such as "burst";q=100;w=60;pk=:key:, keyed as RateLimit's items are.
+func quotaPolicies(h http.Header, out []quotaPolicy) []quotaPolicy {
+	for _, line := range h.Values("Ratelimit-Policy") {
+		for _, item := range strings.Split(line, ",") {
+			params := strings.Split(item, ";")
+			if len(params) < 2 || len(out) == cap(out) {
+				continue
+			}
+			p := quotaPolicy{key: strings.TrimSpace(params[0])}
+			var okQ, okW bool
+			for _, param := range params[1:] {
+				k, v, _ := strings.Cut(strings.TrimSpace(param), "=")
+				switch strings.ToLower(strings.TrimSpace(k)) {
+				case "q":
+					p.quota, okQ = count(v)
+				case "w":
+					p.window, okW = seconds(v)
+				case "pk":
+					p.key += ";" + strings.TrimSpace(v)
+				}
+			}
+			if okQ && okW && p.quota > 0 && p.window > 0 && p.window <= quotaHorizon {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// size takes a quota's stated size and window, for the quota of the same
+// key that RateLimit reports: a window that rolls over is then known full
+// from the first answer, not learnt window by window; mu is held.
+func (q *quota) size(pol quotaPolicy) {
+	for i := range q.parts {
+		if p := &q.parts[i]; p.key == pol.key {
+			p.limit, p.window, p.sized = float64(pol.quota), int64(pol.window), true
+			return
+		}
 	}
 }
 

@@ -254,3 +254,52 @@ func TestQuotaPacingWildReading(t *testing.T) {
 		t.Errorf("after one wild reading, %d answers 429 (honest: %d)", wild.tooMany, honest.tooMany)
 	}
 }
+
+// RateLimit-Policy, on the draft's own examples: items keyed by name and
+// partition key, each with its quota and window.
+func TestQuotaPolicyField(t *testing.T) {
+	h := http.Header{}
+	h.Add("RateLimit-Policy", `"burst";q=100;w=60,"daily";q=1000;w=86400`)
+	h.Add("RateLimit-Policy", `"peruser";q=100;w=60;pk=:cHsdsRa894=:`)
+	h.Add("RateLimit-Policy", `"bad";q=-1;w=60, "nowindow";q=5, "toolong";q=1;w=999999999`)
+	got := quotaPolicies(h, make([]quotaPolicy, 0, maxQuotaParts))
+	want := []quotaPolicy{{`"burst"`, 100, time.Minute}, {`"daily"`, 1000, 24 * time.Hour}, {`"peruser";:cHsdsRa894=:`, 100, time.Minute}}
+	if !slices.Equal(got, want) {
+		t.Errorf("quotaPolicies = %v, want %v", got, want)
+	}
+	// Keyed as RateLimit's items: a policy's size reaches its quota.
+	var q quota
+	q.init(&quotaConfig{maxWait: time.Minute})
+	base := int64(monoOffset)
+	h.Set("RateLimit", `"peruser";r=0;t=1;pk=:cHsdsRa894=:`)
+	q.observe(seen{quota: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+	if len(q.parts) != 1 || q.parts[0].limit != 100 || q.parts[0].window != int64(time.Minute) {
+		t.Fatalf("parts = %+v; want the peruser quota sized 100 per minute", q.parts)
+	}
+}
+
+// With the window's size stated, a quota spent until its reset rolls
+// over full: after the reset, the client sends the whole quota at once,
+// where, learning it, it would send one and wait for the host's word.
+func TestQuotaPolicyRollsOverFull(t *testing.T) {
+	for _, stated := range []bool{false, true} {
+		var q quota
+		q.init(&quotaConfig{maxWait: time.Minute})
+		base := int64(monoOffset)
+		h := http.Header{"Ratelimit": {`"default";r=0;t=1`}}
+		if stated {
+			h.Set("RateLimit-Policy", `"default";q=5;w=1`)
+		}
+		q.admit(ask{kind: kindFirst, now: base})
+		q.observe(seen{quota: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+		sent := 0
+		for i := range 10 { // ten attempts just after the reset, no answer yet
+			if q.admit(ask{kind: kindFirst, now: base + int64(time.Second) + int64(i)}).act == actSend {
+				sent++
+			}
+		}
+		if want := map[bool]int{false: 1, true: 5}[stated]; sent != want {
+			t.Errorf("policy stated %v: %d sent after the reset, want %d", stated, sent, want)
+		}
+	}
+}
