@@ -97,8 +97,8 @@ func operations(t *testing.T, routes ...string) Option {
 		t.Fatal(err)
 	}
 	opts, err := ps["d"].Options()
-	if err != nil || len(opts) != 1 {
-		t.Fatalf("operations: %d options, %v", len(opts), err)
+	if err != nil || len(opts) != 2 || opts[0].optionName() != "dependency" {
+		t.Fatalf("operations: %d options, %v; want the dependency's name and its operations", len(opts), err)
 	}
-	return opts[0]
+	return opts[1]
 }

@@ -765,3 +765,26 @@ func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
 	}
 	return at, false
 }
+
+// init sets the breaker's configuration, and the gate's ticket counter.
+func (cb *circuit) init(cfg *BreakerConfig, tickets *atomic.Uint64) {
+	cb.cfg, cb.tickets = cfg, tickets
+}
+
+// opened reports, without a lock, whether the circuit is open.
+func (cb *circuit) opened() bool { return cb.isOpen.Load() }
+
+// holding is how many retries are held, ramping or let go and not yet
+// gone, without a lock.
+func (cb *circuit) holding() int { return int(cb.nHeld.Load()) }
+
+// lends reports, without a lock, whether a recovery may still lend.
+func (cb *circuit) lends() bool { return cb.lending.Load() }
+
+// idle reports whether forgetting the host would lose nothing of the
+// circuit's: closed, no probe in flight, nothing held.
+func (cb *circuit) idle() bool {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	return !cb.open && cb.probing == 0 && cb.nHeld.Load() == 0
+}

@@ -201,9 +201,30 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	return refuse(GiveUpBudget)
 }
 
+// attach points the controller at b's entry for host.
+func (c *budgetCtl) attach(b *Budget, host string) {
+	c.b, c.e = b, b.hosts.entry(host, nil, unixSecond())
+	c.e.v.refs.Add(1)
+}
+
+// detach lets go of the entry: the host is forgotten, and the shared
+// Budget's entry may go once no one points to it.
+func (c *budgetCtl) detach() {
+	if c.e != nil {
+		c.e.v.refs.Add(-1)
+	}
+}
+
+// room reports whether the share (not the floor) has room for a retry in
+// second sec.
+func (c *budgetCtl) room(sec int64) bool { return c.b.room(&c.e.v, sec, false) }
+
 // countFirst counts a first attempt in second sec, and repays one of
-// what a recovery lent.
+// what a recovery lent. With no budget, it does nothing.
 func (c *budgetCtl) countFirst(sec int64) {
+	if c.e == nil {
+		return
+	}
 	c.e.touch(sec)
 	h := &c.e.v
 	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)

@@ -191,12 +191,11 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 		h.host = key
 		h.ctls = h.buf[:0]
 		if g.budget != nil {
-			h.bud = budgetCtl{b: g.budget, e: g.budget.hosts.entry(key, nil, unixSecond())}
-			h.bud.e.v.refs.Add(1)
+			h.bud.attach(g.budget, key)
 			h.ctls = append(h.ctls, &h.bud)
 		}
 		if g.breaker != nil {
-			h.cb.cfg, h.cb.tickets = g.breaker, &g.tickets
+			h.cb.init(g.breaker, &g.tickets)
 			h.ctls = append(h.ctls, &h.cb)
 		}
 		if g.hedge != nil {
@@ -205,15 +204,10 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 		g.initPacers(h)
 	}
 	g.hosts.evictable = func(h *hostState) bool {
-		h.cb.mu.Lock()
-		quiet := !h.cb.open && h.cb.probing == 0 && h.cb.nHeld.Load() == 0
-		h.cb.mu.Unlock()
-		if !quiet || h.health.score.Load() != 0 || !h.pacersQuiet() {
+		if !h.cb.idle() || h.health.score.Load() != 0 || !h.pacersQuiet() {
 			return false
 		}
-		if h.bud.e != nil {
-			h.bud.e.v.refs.Add(-1) // evicted: the shared Budget's entry may go once no one points to it
-		}
+		h.bud.detach() // evicted: the shared Budget's entry may go once no one points to it
 		return true
 	}
 	return g
@@ -235,13 +229,11 @@ func (g *gate) enter(k *call, scheme, host string) {
 // for a pacer.
 func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
 	hs := k.hs
-	if !hs.cb.isOpen.Load() {
+	if !hs.cb.opened() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
-		if hs.bud.e != nil {
-			hs.bud.countFirst(k.t.sec)
-		}
+		hs.bud.countFirst(k.t.sec)
 	} else {
 		v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true, at: time.Now()})
 		if v.act != actSend {
@@ -441,7 +433,7 @@ func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
 	v := g.ask(hs, a)
 	switch v.act {
 	case actRefuse:
-		if v.reason == GiveUpBudget && (hs.health.down(m) || hs.cb.lending.Load()) && g.mayHold(hs, m) {
+		if v.reason == GiveUpBudget && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
 			// Failures in an instant from a host that does not answer (an
 			// outage not yet sure), or a recovery under way: held, to go
 			// with the host's next answer, charged then.
@@ -469,10 +461,10 @@ func (g *gate) mayHold(hs *hostState, m int64) bool {
 	switch {
 	case g.breaker == nil || g.breaker.FailFast:
 		return false
-	case g.budget == nil || hs.cb.lending.Load() || hs.bud.solvent():
+	case g.budget == nil || hs.cb.lends() || hs.bud.solvent():
 		return true
 	}
-	return g.budget.room(&hs.bud.e.v, secondOf(m), false)
+	return hs.bud.room(secondOf(m))
 }
 
 // question is a new question of kind about host hs, now.
@@ -488,7 +480,7 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 	if hs == nil || g.breaker == nil || k.t.probe != 0 {
 		return "", nil
 	}
-	if !hs.cb.isOpen.Load() {
+	if !hs.cb.opened() {
 		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
 			return "", nil
 		}
@@ -571,7 +563,7 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 	// not when the share next has room; one instance of a fleet, with a
 	// few held, probes on its share alone.
 	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
-		(end == holdProbe && hs.cb.nHeld.Load() >= crowdSize)
+		(end == holdProbe && hs.cb.holding() >= crowdSize)
 	v, lent := send, false
 	if g.budget != nil {
 		v = hs.bud.admit(a)
@@ -598,7 +590,7 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 // retries are held, and each one spends the budget.
 func (g *gate) mayHedge(k *call) bool {
 	hs := k.hs
-	if hs.cb.isOpen.Load() || hs.cb.nHeld.Load() > 0 {
+	if hs.cb.opened() || hs.cb.holding() > 0 {
 		return false
 	}
 	if g.paced && (g.rate != nil || g.quota != nil || g.limit != nil) {
@@ -613,7 +605,7 @@ func (g *gate) mayHedge(k *call) bool {
 // refund gives back the charge of a retry that was never sent.
 func (g *gate) refund(k *call) {
 	if k.t.charged && k.hs != nil && g.budget != nil {
-		g.budget.refund(&k.hs.bud.e.v, k.t.chargedSec)
+		k.hs.bud.undo(taken{charged: true, chargedSec: k.t.chargedSec}, time.Time{})
 	}
 	k.t.charged = false
 }

@@ -254,3 +254,17 @@ func (l *limiter) waitersLen() int {
 	defer l.mu.Unlock()
 	return len(l.waiters)
 }
+
+// watch sets the gauge that shows the limit.
+func (l *limiter) watch(g *stateGauge) { l.g = g }
+
+// quiet reports whether forgetting the host would lose nothing: no slot
+// in use or awaited (none, if the limit is off).
+func (l *limiter) quiet() bool {
+	if l.cfg == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inflight == 0 && len(l.waiters) == 0
+}

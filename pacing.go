@@ -38,7 +38,7 @@ func (g *gate) initPacers(h *hostState) {
 	h.pacers = h.pbuf[:0]
 	if g.throttle != 0 {
 		h.thr.init(g.throttle)
-		h.thr.g = g.gauges.of(gaugeThrottle)
+		h.thr.watch(g.gauges.of(gaugeThrottle))
 		h.pacers = append(h.pacers, &h.thr)
 	}
 	if g.rate != nil {
@@ -47,12 +47,12 @@ func (g *gate) initPacers(h *hostState) {
 	}
 	if g.quota != nil {
 		h.quo.init(g.quota)
-		h.quo.g = g.gauges.of(gaugeQuota)
+		h.quo.watch(g.gauges.of(gaugeQuota))
 		h.pacers = append(h.pacers, &h.quo)
 	}
 	if g.limit != nil {
 		h.lim.init(g.limit)
-		h.lim.g = g.gauges.of(gaugeLimit)
+		h.lim.watch(g.gauges.of(gaugeLimit))
 		h.pacers = append(h.pacers, &h.lim)
 	}
 }
@@ -166,26 +166,5 @@ func rejected(r *result) bool {
 // forgetting it would lose: no slot in use or awaited, no quota known to
 // reset later.
 func (h *hostState) pacersQuiet() bool {
-	if h.lim.cfg != nil {
-		h.lim.mu.Lock()
-		busy := h.lim.inflight > 0 || len(h.lim.waiters) > 0
-		h.lim.mu.Unlock()
-		if busy {
-			return false
-		}
-	}
-	if h.rate.cfg != nil && !h.rate.quiet() {
-		return false // forgetting it would refill its bucket, or lose its line
-	}
-	if h.quo.cfg != nil {
-		now := mono()
-		h.quo.mu.Lock()
-		defer h.quo.mu.Unlock()
-		for _, p := range h.quo.parts {
-			if p.reset > now {
-				return false
-			}
-		}
-	}
-	return true
+	return h.lim.quiet() && h.rate.quiet() && h.quo.quiet(mono())
 }

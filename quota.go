@@ -377,3 +377,22 @@ func ietfItem(item string) (quotaReading, bool) {
 	}
 	return r, okR && okT
 }
+
+// watch sets the gauge that shows what is left.
+func (q *quota) watch(g *stateGauge) { q.g = g }
+
+// quiet reports whether forgetting the host would lose nothing: no quota
+// known to reset later (none, if quota pacing is off).
+func (q *quota) quiet(now int64) bool {
+	if q.cfg == nil {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, p := range q.parts {
+		if p.reset > now {
+			return false
+		}
+	}
+	return true
+}

@@ -163,8 +163,11 @@ func (s *staticRate) undo(t taken, _ time.Time) {
 func (s *staticRate) observe(seen) change { return change{} }
 
 // quiet reports whether forgetting the host would lose nothing: its
-// bucket full, no one in line.
+// bucket full, no one in line (or the rate is off).
 func (s *staticRate) quiet() bool {
+	if s.cfg == nil {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fill(mono())

@@ -184,3 +184,6 @@ func (t *throttle) observe(o seen) change {
 	t.g.set(p)
 	return change{}
 }
+
+// watch sets the gauge that shows the throttle's state.
+func (t *throttle) watch(g *stateGauge) { t.g = g }
