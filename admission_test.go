@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -611,6 +613,44 @@ func TestBreakerVisible(t *testing.T) {
 			if !strings.Contains(logs.String(), want) {
 				t.Errorf("logs lack %q:\n%s", want, logs.String())
 			}
+		}
+	})
+}
+
+// An outage served as refused connections is an outage too: retries are
+// held through it (a refused connection counts in the host's score,
+// though it costs the budget nothing) and released when it is back, each
+// request retried about once.
+func TestRefusedOutageHeldAndReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		down.Store(true)
+		var attempts atomic.Int64
+		tr := New(retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			if down.Load() {
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			}
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		}))
+		const n = 100
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)); err == nil {
+					if resp.StatusCode == 200 {
+						ok.Add(1)
+					}
+					resp.Body.Close()
+				}
+			})
+		}
+		time.Sleep(time.Second)
+		down.Store(false)
+		wg.Wait()
+		if ok.Load() != n || attempts.Load() > 2*n+10 {
+			t.Errorf("%d of %d saved with %d attempts; want all, with about one retry each", ok.Load(), n, attempts.Load())
 		}
 	})
 }

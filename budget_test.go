@@ -165,3 +165,40 @@ func (b *Budget) recordFirst(host string, _ []byte, sec int64) {
 	h := b.hosts.get(host)
 	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
 }
+
+// A recovery's loan: each retry lent beyond the share is owed, 1/ratio
+// first attempts, and the budget is solvent (may lend again) only once
+// they are sent; with no ratio, nothing is ever lent.
+func TestBudgetLoan(t *testing.T) {
+	b := NewBudget(0.1, 10)
+	var c budgetCtl
+	c.attach(b, "h")
+	sec := unixSecond()
+	if !c.solvent() {
+		t.Fatal("a new budget owes something")
+	}
+	for range 3 {
+		c.lend(sec)
+	}
+	if c.solvent() {
+		t.Fatal("solvent after lending 3")
+	}
+	if got := sum(&c.e.v.retries, sec, budgetBuckets); got != 3 {
+		t.Errorf("%v retries counted, want the 3 lent", got)
+	}
+	for range 29 {
+		c.countFirst(sec)
+	}
+	if c.solvent() {
+		t.Error("solvent after 29 of the 30 first attempts owed")
+	}
+	c.countFirst(sec)
+	if !c.solvent() {
+		t.Error("not solvent once the 30 first attempts owed were sent")
+	}
+	var none budgetCtl
+	none.attach(NewBudget(0, 10), "h")
+	if none.solvent() {
+		t.Error("a budget with no ratio may lend")
+	}
+}
