@@ -22,13 +22,12 @@ type call struct {
 	c          *config
 	req        *http.Request
 	ctx        context.Context
-	hs         *hostState  // the host's admission state, nil with no budget, breaker or hedging
 	header     http.Header // req.Header with an injected key, or nil
 	body       replay
 	keyed      bool
 	replayable bool
 	sent       sentTrace
-	t          ticket
+	t          ticket           // its admission state: the host's (t.hs), nil with no budget, breaker, hedging or pacer
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	start      time.Time        // when the first attempt began, with WithMaxElapsed only
 	tried      *tried           // the addresses its attempts went to, with WithAddressRotation
@@ -62,8 +61,10 @@ type result struct {
 // attempt's body.
 func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	*k = call{c: c, req: req, ctx: req.Context()}
+	k.t.ctx = k.ctx
 	if c.maxElapsed > 0 {
 		k.start = time.Now()
+		k.t.meEnd = k.start.Add(c.maxElapsed)
 	}
 	method := req.Method
 	if method == "" {
@@ -71,7 +72,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 	c.metrics.request(method)
 	if c.gate != nil {
-		c.gate.enter(k, req.URL.Scheme, req.URL.Host)
+		c.gate.enter(&k.t, req.URL.Scheme, req.URL.Host)
 	}
 
 	// A request declared unsafe (NotIdempotent) is repeated only with a
@@ -165,13 +166,13 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 		// probe that never ends, or a slot or quota that is never given back.
 		defer func() {
 			if p := recover(); p != nil {
-				k.c.gate.abandon(k)
+				k.c.gate.abandon(&k.t)
 				panic(p)
 			}
 		}()
 	}
 	if k.c.gate != nil {
-		k.c.gate.sending(k, n)
+		k.c.gate.sending(&k.t, n)
 	}
 	if n == 1 && k.c.gate != nil && k.c.gate.hedge != nil {
 		return k.hedged(body)
@@ -228,7 +229,7 @@ func (k *call) retryableStatus(code int) bool {
 func (k *call) record(r *result) {
 	k.c.metrics.attempt(r.outcome)
 	if k.c.gate != nil {
-		k.c.gate.record(k, r)
+		k.c.gate.record(&k.t, r)
 	}
 }
 

@@ -10,7 +10,6 @@ package retryhttp
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -143,6 +142,11 @@ type gate struct {
 	gauges   *gauges        // the pacers' state, for the metrics; nil: none
 	hosts    hostMap[hostState]
 	tickets  atomic.Uint64 // names probes; its count is the probes claimed
+	// notify reports a breaker transition (metrics, a log record, the
+	// user's callback), and onRelease a held retry released (the
+	// simulator's): the config's, so that no gate method needs a request.
+	notify    func(ctx context.Context, host string, open bool, score int)
+	onRelease func(host string, lent bool)
 }
 
 // hostState is one host's admission: its health and its controllers.
@@ -165,15 +169,19 @@ type hostState struct {
 	evMu sync.Mutex
 }
 
-// ticket is one request's admission state.
+// ticket is one request's admission state: what the gate's methods are
+// given, in place of the request.
 type ticket struct {
-	start      int64         // mono: when the attempt in flight started
-	sec        int64         // the Unix second the request began in
-	firstFail  time.Time     // when its first attempt failed
-	span       time.Duration // how long after firstFail a retry of it may be held (its share of the schedule)
-	wasHeld    bool          // a retry of it was held
-	retry      bool          // the attempt in flight is a retry or a probe
-	charged    bool          // the next attempt is charged to the budget, in chargedSec
+	hs         *hostState      // the host's admission state; nil with no budget, breaker, hedging or pacer
+	ctx        context.Context // the request's
+	meEnd      time.Time       // when WithMaxElapsed ends it, zero if never
+	start      int64           // mono: when the attempt in flight started
+	sec        int64           // the Unix second the request began in
+	firstFail  time.Time       // when its first attempt failed
+	span       time.Duration   // how long after firstFail a retry of it may be held (its share of the schedule)
+	wasHeld    bool            // a retry of it was held
+	retry      bool            // the attempt in flight is a retry or a probe
+	charged    bool            // the next attempt is charged to the budget, in chargedSec
 	chargedSec int64
 	probe      uint64 // the attempt in flight is this probe, if not 0
 	quota      bool   // the attempt in flight was counted by quota pacing
@@ -183,7 +191,8 @@ type ticket struct {
 
 func newGate(c *config, breaker *BreakerConfig) *gate {
 	g := &gate{budget: c.budget, breaker: breaker, hedge: c.hedge,
-		throttle: c.throttle, rate: c.rate, quota: c.quota, limit: c.limit, paced: c.paced()}
+		throttle: c.throttle, rate: c.rate, quota: c.quota, limit: c.limit, paced: c.paced(),
+		notify: c.breakerChanged, onRelease: c.onRelease}
 	if g.paced {
 		g.gauges = c.metrics.gauges()
 	}
@@ -214,12 +223,12 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 }
 
 // enter finds the request's host and notes when its first attempt starts.
-func (g *gate) enter(k *call, scheme, host string) {
+func (g *gate) enter(t *ticket, scheme, host string) {
 	var buf [maxHostKey]byte
 	key, kb := canonicalHost(scheme, host, &buf)
-	k.t.start = mono()
-	k.t.sec = secondOf(k.t.start)
-	k.hs = g.hosts.getKey(key, kb, k.t.sec)
+	t.start = mono()
+	t.sec = secondOf(t.start)
+	t.hs = g.hosts.getKey(key, kb, t.sec)
 }
 
 // admitFirst asks the controllers for a first attempt: the budget counts
@@ -227,23 +236,23 @@ func (g *gate) enter(k *call, scheme, host string) {
 // then the pacers (pacing.go), if any is on. It returns why the attempt
 // may not go, or the context's error if it ended while the attempt waited
 // for a pacer.
-func (g *gate) admitFirst(k *call) (GiveUpReason, error) {
-	hs := k.hs
+func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
+	hs := t.hs
 	if !hs.cb.opened() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
-		hs.bud.countFirst(k.t.sec)
+		hs.bud.countFirst(t.sec)
 	} else {
-		v := g.ask(hs, ask{kind: kindFirst, sec: k.t.sec, healthy: true, at: time.Now()})
+		v := g.ask(hs, ask{kind: kindFirst, sec: t.sec, healthy: true, at: time.Now()})
 		if v.act != actSend {
 			return v.reason, nil
 		}
-		k.t.probe = v.probe
+		t.probe = v.probe
 	}
 	if g.paced {
-		if reason, err := g.pace(k, 1); reason != "" || err != nil {
-			g.abandon(k) // the probe it may have been
+		if reason, err := g.pace(t, 1); reason != "" || err != nil {
+			g.abandon(t) // the probe it may have been
 			return reason, err
 		}
 	}
@@ -285,23 +294,23 @@ func (g *gate) undo(hs *hostState, t taken) {
 
 // sending notes attempt n, about to go: when it started, and whether it
 // is a retry (or a probe), whose failure shows that retries fail too.
-func (g *gate) sending(k *call, n int) {
+func (g *gate) sending(t *ticket, n int) {
 	if n > 1 {
-		k.t.start = mono()
+		t.start = mono()
 	}
-	k.t.retry = n > 1 || k.t.probe != 0
+	t.retry = n > 1 || t.probe != 0
 }
 
 // record takes an attempt's result into the host's health and tells the
 // controllers, once. A failure of an attempt that started before an
 // answer from the host is stale: it changes nothing.
-func (g *gate) record(k *call, r *result) {
-	hs, t := k.hs, &k.t
+func (g *gate) record(t *ticket, r *result) {
+	hs, t := t.hs, t
 	if hs == nil {
 		return
 	}
 	if g.paced {
-		g.paceRecord(k, r)
+		g.paceRecord(t, r)
 	}
 	o := seen{retry: t.retry, probe: t.probe}
 	t.probe = 0
@@ -333,7 +342,7 @@ func (g *gate) record(k *call, r *result) {
 		hs.health.reset()
 	}
 	if ch.opened || ch.closed {
-		g.report(k)
+		g.report(t)
 	}
 }
 
@@ -341,8 +350,8 @@ func (g *gate) record(k *call, r *result) {
 // in the order they happened: whoever reports holds the host's evMu, so
 // that calls for one host come in order, never at once, and no
 // controller's lock is held while they run.
-func (g *gate) report(k *call) {
-	hs := k.hs
+func (g *gate) report(t *ticket) {
+	hs := t.hs
 	hs.evMu.Lock()
 	defer hs.evMu.Unlock()
 	var buf [4]bool
@@ -356,7 +365,7 @@ func (g *gate) report(k *call) {
 			if open {
 				score = int(hs.health.score.Load())
 			}
-			g.changed(k, hs.host, open, score)
+			g.notify(t.ctx, hs.host, open, score)
 		}
 	}
 }
@@ -365,24 +374,6 @@ func (g *gate) report(k *call) {
 // queued since the last, which other attempts' transitions can refill
 // only while the callbacks run.
 const maxReports = 1 << 10
-
-// changed reports a breaker transition: metrics, a log record, the
-// user's callback; no admission lock is held.
-func (g *gate) changed(k *call, host string, open bool, score int) {
-	c := k.c
-	c.metrics.breakerState(open)
-	if c.logger != nil {
-		level, msg := slog.LevelInfo, "retryhttp: breaker closed"
-		if open {
-			level, msg = slog.LevelWarn, "retryhttp: breaker open"
-		}
-		c.logger.LogAttrs(k.ctx, level, msg, slog.String("name", c.displayName()),
-			slog.String("host", host), slog.Int("score", score))
-	}
-	if f := g.breaker.OnStateChange; f != nil {
-		f(host, open)
-	}
-}
 
 // scoreCap is where the score stops: no higher than what opens the
 // breaker, so that a long outage is forgotten as fast as a short one.
@@ -396,14 +387,14 @@ func (g *gate) scoreCap() int32 {
 // abandon ends the probe in flight without a result, and gives back what
 // the pacers took for the attempt: the base panicked, or the attempt is
 // not sent after all.
-func (g *gate) abandon(k *call) {
-	if k.hs != nil && k.t.probe != 0 {
-		k.hs.cb.undo(taken{probe: k.t.probe}, time.Now())
-		k.t.probe = 0
+func (g *gate) abandon(t *ticket) {
+	if t.hs != nil && t.probe != 0 {
+		t.hs.cb.undo(taken{probe: t.probe}, time.Now())
+		t.probe = 0
 	}
-	if k.hs != nil && (k.t.quota || k.t.slot) {
-		g.unpace(k.hs, taken{quota: k.t.quota, slot: k.t.slot})
-		k.t.quota, k.t.slot = false, false
+	if t.hs != nil && (t.quota || t.slot) {
+		g.unpace(t.hs, taken{quota: t.quota, slot: t.slot})
+		t.quota, t.slot = false, false
 	}
 }
 
@@ -418,9 +409,9 @@ const (
 // admitRetry asks the controllers for a retry that the ladder (decide.go)
 // allows: it waits and goes (charged to the budget, unless it never
 // reached the server), is held, or gives up now, without a wait.
-func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
-	hs := k.hs
-	k.t.charged = false
+func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
+	hs := t.hs
+	t.charged = false
 	if hs == nil {
 		return admitWait, ""
 	}
@@ -446,7 +437,7 @@ func (g *gate) admitRetry(k *call, r *result) (admission, GiveUpReason) {
 		}
 		return admitHold, ""
 	}
-	k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, v.probe
+	t.charged, t.chargedSec, t.probe = v.charged, v.chargedSec, v.probe
 	return admitWait, ""
 }
 
@@ -475,9 +466,9 @@ func (g *gate) question(hs *hostState, kd kind) ask {
 
 // afterWait passes a retry whose wait has ended: if the breaker opened
 // meanwhile, it is held (with FailFast, it goes only as the probe).
-func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
-	hs := k.hs
-	if hs == nil || g.breaker == nil || k.t.probe != 0 {
+func (g *gate) afterWait(t *ticket, notBefore, limit time.Time) (GiveUpReason, error) {
+	hs := t.hs
+	if hs == nil || g.breaker == nil || t.probe != 0 {
 		return "", nil
 	}
 	if !hs.cb.opened() {
@@ -488,13 +479,13 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 	if g.breaker.FailFast {
 		v := hs.cb.admit(ask{kind: kindProbe, at: time.Now()})
 		if v.act == actRefuse {
-			g.refund(k)
+			g.refund(t)
 			return v.reason, nil
 		}
-		k.t.probe = v.probe
+		t.probe = v.probe
 		return "", nil
 	}
-	return g.hold(k, notBefore, limit)
+	return g.hold(t, notBefore, limit)
 }
 
 // hold holds a retry in the breaker's queue until it may go (charged to
@@ -502,25 +493,25 @@ func (g *gate) afterWait(k *call, notBefore, limit time.Time) (GiveUpReason, err
 // GiveUpMaxElapsed past WithMaxElapsed), or when the budget has no room
 // for it as it leaves (GiveUpBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
-func (g *gate) hold(k *call, notBefore, limit time.Time) (GiveUpReason, error) {
-	hs := k.hs
-	g.refund(k)
-	k.t.wasHeld = true
+func (g *gate) hold(t *ticket, notBefore, limit time.Time) (GiveUpReason, error) {
+	hs := t.hs
+	g.refund(t)
+	t.wasHeld = true
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
-		end, ticket, err := awaitHold(k.ctx, &hs.cb, k.t.firstFail, notBefore, limit)
+		end, ticket, err := awaitHold(t.ctx, &hs.cb, t.firstFail, notBefore, limit)
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
 			return GiveUpBreaker, nil // the deadline is the limit: give up with the last response
 		case err != nil:
 			return "", err
-		case k.pastMaxElapsed(now):
+		case !t.meEnd.IsZero() && !now.Before(t.meEnd):
 			hs.cb.undo(taken{probe: ticket}, now)
 			return GiveUpMaxElapsed, nil
 		case end == holdGiveUp:
 			return GiveUpBreaker, nil
 		}
-		if reason, again := g.leave(k, end, ticket); !again {
+		if reason, again := g.leave(t, end, ticket); !again {
 			return reason, nil
 		}
 	}
@@ -549,8 +540,8 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 // leave charges a retry that leaves its hold to the budget. A probe that
 // the budget has no room for goes back in the hold (again); any other
 // gives up, GiveUpBudget.
-func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, again bool) {
-	hs := k.hs
+func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason, again bool) {
+	hs := t.hs
 	kd := kindLeave
 	if end == holdProbe {
 		kd = kindProbe
@@ -572,12 +563,12 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 			v, lent = verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}, true
 		}
 	}
-	if f := k.c.onRelease; f != nil && v.act == actSend && end == holdReleased {
+	if f := g.onRelease; f != nil && v.act == actSend && end == holdReleased {
 		f(hs.host, lent)
 	}
 	switch {
 	case v.act == actSend:
-		k.t.charged, k.t.chargedSec, k.t.probe = v.charged, v.chargedSec, ticket
+		t.charged, t.chargedSec, t.probe = v.charged, v.chargedSec, ticket
 		return "", false
 	case end == holdProbe:
 		hs.cb.reprobe(ticket, time.Now())
@@ -588,8 +579,8 @@ func (g *gate) leave(k *call, end holdEnd, ticket uint64) (reason GiveUpReason, 
 
 // mayHedge asks for a hedge: none while the host's breaker is open or
 // retries are held, and each one spends the budget.
-func (g *gate) mayHedge(k *call) bool {
-	hs := k.hs
+func (g *gate) mayHedge(t *ticket) bool {
+	hs := t.hs
 	if hs.cb.opened() || hs.cb.holding() > 0 {
 		return false
 	}
@@ -603,11 +594,11 @@ func (g *gate) mayHedge(k *call) bool {
 }
 
 // refund gives back the charge of a retry that was never sent.
-func (g *gate) refund(k *call) {
-	if k.t.charged && k.hs != nil && g.budget != nil {
-		k.hs.bud.undo(taken{charged: true, chargedSec: k.t.chargedSec}, time.Time{})
+func (g *gate) refund(t *ticket) {
+	if t.charged && t.hs != nil && g.budget != nil {
+		t.hs.bud.undo(taken{charged: true, chargedSec: t.chargedSec}, time.Time{})
 	}
-	k.t.charged = false
+	t.charged = false
 }
 
 // sleep waits for d, or until ctx ends, and then returns ctx.Err().

@@ -142,7 +142,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 	c, cfg := k.c, k.c.gate.hedge
 	delay := cfg.Delay
 	if delay == 0 {
-		delay = k.hs.lat.percentile(cfg.Percentile)
+		delay = k.t.hs.lat.percentile(cfg.Percentile)
 	}
 	if delay <= 0 || c.maxAttempts < 2 || !k.replayable || (k.body.mode != bodyNone && k.body.mode != bodyGetBody) {
 		return k.unhedged(body)
@@ -179,7 +179,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 			}
 			last, lastR = &cr, r
 		case <-timer.C:
-			if h.extra >= cfg.MaxExtra || !c.gate.mayHedge(k) {
+			if h.extra >= cfg.MaxExtra || !c.gate.mayHedge(&k.t) {
 				continue
 			}
 			next, err := k.nextBody()
@@ -203,7 +203,7 @@ func (k *call) unhedged(body io.ReadCloser) result {
 	k.hookEnd = a.end
 	r := k.classify(resp, err, timedOut)
 	if r.err == nil && !r.retryable {
-		k.hs.lat.record(time.Since(start))
+		k.t.hs.lat.record(time.Since(start))
 	}
 	return r
 }
@@ -245,7 +245,7 @@ func (h *hedging) keep(k *call, win copyResult, r result) result {
 	if r.err == nil && !r.retryable {
 		// The winner's own latency, not the request's: a hedge's wait
 		// before it was sent is no latency of the host's.
-		k.hs.lat.record(win.took)
+		k.t.hs.lat.record(win.took)
 		if win.idx > 0 {
 			k.c.metrics.hedgeWon()
 		}

@@ -57,38 +57,38 @@ func (g *gate) initPacers(h *hostState) {
 	}
 }
 
-// pace asks the pacers whether attempt n of k goes: "" when it may, now
+// pace asks the pacers whether attempt n of t's request goes: "" when it may, now
 // that every wait asked for has passed; otherwise why not, or the
 // context's error if it ended during a wait.
-func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
-	hs := k.hs
+func (g *gate) pace(t *ticket, n int) (GiveUpReason, error) {
+	hs := t.hs
 	a := ask{kind: kindSend, now: mono()}
 	if n == 1 {
 		a.kind = kindFirst
 	}
-	if dl, ok := k.ctx.Deadline(); ok {
+	if dl, ok := t.ctx.Deadline(); ok {
 		a.deadline = a.now + max(int64(time.Until(dl)), 1)
 	}
-	if k.c.maxElapsed > 0 {
-		if end := a.now + int64(k.c.maxElapsed-time.Since(k.start)); a.deadline == 0 || end < a.deadline {
+	if !t.meEnd.IsZero() {
+		if end := a.now + int64(time.Until(t.meEnd)); a.deadline == 0 || end < a.deadline {
 			a.deadline = max(end, 1)
 		}
 	}
-	var t taken
+	var tk taken
 	for _, p := range hs.pacers {
 		for turn := 0; ; turn++ {
 			v := p.admit(a)
-			t.quota, t.slot, t.turn = t.quota || v.quota, t.slot || v.slot, t.turn || v.turn
+			tk.quota, tk.slot, tk.turn = tk.quota || v.quota, tk.slot || v.slot, tk.turn || v.turn
 			if v.act == actWait && v.again && turn == maxPaceTurns {
 				v.act = actRefuse // asked to wait again and again: give up
 			}
 			switch v.act {
 			case actRefuse:
-				g.unpace(hs, t)
+				g.unpace(hs, tk)
 				return v.reason, nil
 			case actWait:
-				if err := sleep(k.ctx, v.wait); err != nil {
-					g.unpace(hs, t)
+				if err := sleep(t.ctx, v.wait); err != nil {
+					g.unpace(hs, tk)
 					return callersEnd(v.reason, err), err
 				}
 				a.now, a.waited = mono(), a.waited+v.wait
@@ -96,19 +96,19 @@ func (g *gate) pace(k *call, n int) (GiveUpReason, error) {
 					continue
 				}
 			case actQueue:
-				got, ok, err := v.q.queue(k.ctx, a.deadline)
+				got, ok, err := v.q.queue(t.ctx, a.deadline)
 				if !ok {
-					g.unpace(hs, t)
+					g.unpace(hs, tk)
 					return callersEnd(v.reason, err), err
 				}
-				t.slot, t.turn = t.slot || got.slot, t.turn || got.turn
+				tk.slot, tk.turn = tk.slot || got.slot, tk.turn || got.turn
 			}
 			break
 		}
 	}
-	k.t.quota, k.t.slot = t.quota, t.slot
+	t.quota, t.slot = tk.quota, tk.slot
 	if n == 1 {
-		k.t.start = mono() // sent now: its latency and staleness count from here, not from its waits
+		t.start = mono() // sent now: its latency and staleness count from here, not from its waits
 	}
 	return "", nil
 }
@@ -133,16 +133,16 @@ func (g *gate) unpace(hs *hostState, t taken) {
 }
 
 // paceRecord tells the pacers how an attempt they let go ended.
-func (g *gate) paceRecord(k *call, r *result) {
+func (g *gate) paceRecord(t *ticket, r *result) {
 	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
-	o := seen{sent: !r.notSent && !canceled, retry: k.t.retry, slot: k.t.slot, quota: k.t.quota,
-		now: mono(), start: k.t.start, rejected: rejected(r), canceled: canceled}
+	o := seen{sent: !r.notSent && !canceled, retry: t.retry, slot: t.slot, quota: t.quota,
+		now: mono(), start: t.start, rejected: rejected(r), canceled: canceled}
 	o.rtt = o.now - o.start
 	if r.resp != nil {
 		o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, time.Now()
 	}
-	k.t.slot, k.t.quota = false, false
-	for _, p := range k.hs.pacers {
+	t.slot, t.quota = false, false
+	for _, p := range t.hs.pacers {
 		p.observe(o)
 	}
 }

@@ -6,6 +6,7 @@
 package retryhttp
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -86,4 +87,21 @@ func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason Gi
 		attrs = append(attrs, slog.String("reason", string(reason)))
 	}
 	return attrs
+}
+
+// breakerChanged reports a breaker transition: metrics, a log record, the
+// user's callback; no admission lock is held (the gate's notify).
+func (c *config) breakerChanged(ctx context.Context, host string, open bool, score int) {
+	c.metrics.breakerState(open)
+	if c.logger != nil {
+		level, msg := slog.LevelInfo, "retryhttp: breaker closed"
+		if open {
+			level, msg = slog.LevelWarn, "retryhttp: breaker open"
+		}
+		c.logger.LogAttrs(ctx, level, msg, slog.String("name", c.displayName()),
+			slog.String("host", host), slog.Int("score", score))
+	}
+	if f := c.breaker.OnStateChange; f != nil {
+		f(host, open)
+	}
 }

@@ -108,8 +108,8 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.body.tee != nil {
 		defer k.body.tee.release()
 	}
-	if k.hs != nil {
-		if reason, err := c.gate.admitFirst(&k); reason != "" || err != nil {
+	if k.t.hs != nil {
+		if reason, err := c.gate.admitFirst(&k.t); reason != "" || err != nil {
 			closeBody(body)
 			if reason == "" {
 				return nil, &Error{Err: err} // canceled by its caller while it waited: no refusal
@@ -203,10 +203,10 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 	if err != nil {
 		return nil, admitWait, verdict{GiveUpBody, 0}
 	}
-	if k.hs == nil {
+	if k.t.hs == nil {
 		return next, admitWait, v
 	}
-	adm, reason := k.c.gate.admitRetry(k, r)
+	adm, reason := k.c.gate.admitRetry(&k.t, r)
 	if reason != "" {
 		closeBody(next)
 		if reason == GiveUpCircuitOpen {
@@ -238,13 +238,13 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 	var err error
 	if adm == admitHold {
 		nb, limit := k.holdTimes(now, delay, ra)
-		reason, err = g.hold(k, nb, limit)
-	} else if err = sleep(k.ctx, delay); err == nil && k.hs != nil {
+		reason, err = g.hold(&k.t, nb, limit)
+	} else if err = sleep(k.ctx, delay); err == nil && k.t.hs != nil {
 		nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
-		reason, err = g.afterWait(k, nb, limit)
+		reason, err = g.afterWait(&k.t, nb, limit)
 	}
 	if reason == "" && err == nil && g != nil && g.paced {
-		if reason, err = g.pace(k, 2); err != nil {
+		if reason, err = g.pace(&k.t, 2); err != nil {
 			reason = ""
 			if errors.Is(err, context.DeadlineExceeded) && r.resp != nil {
 				// The deadline came while the retry waited for a pacer
@@ -268,9 +268,9 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 // unclaim gives back what admission gave a retry that is not sent: its
 // budget charge and its probe.
 func (k *call) unclaim() {
-	if k.hs != nil {
-		k.c.gate.refund(k)
-		k.c.gate.abandon(k)
+	if k.t.hs != nil {
+		k.c.gate.refund(&k.t)
+		k.c.gate.abandon(&k.t)
 	}
 }
 
@@ -289,7 +289,7 @@ func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, lim
 		// once per request, so that its callers do not all come back,
 		// and fail again, together; any other retry, the whole schedule.
 		k.t.span = k.c.schedule
-		if k.hs.cb.crowd(k.t.firstFail) {
+		if k.t.hs.cb.crowd(k.t.firstFail) {
 			k.t.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
 		}
 	}
