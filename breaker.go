@@ -414,30 +414,7 @@ func (cb *circuit) answered(now time.Time, retry, lend bool) {
 		if len(cb.ramp) == 0 && !cb.congested {
 			cb.credit = slowStart - 2 // and the 2 this answer earns
 		}
-		due := func(w *holder) time.Time {
-			if w.notBefore.After(w.since) {
-				return w.notBefore
-			}
-			return w.since
-		}
-		first := due(cb.held[0])
-		for _, w := range cb.held[1:] {
-			if d := due(w); d.Before(first) {
-				first = d
-			}
-		}
-		for _, w := range cb.held {
-			turn := now.Add(min(due(w).Sub(first), max(w.limit.Sub(now), 0)/2))
-			if turn.Before(w.notBefore) {
-				turn = w.notBefore
-			}
-			w.state, w.turn = holdRamping, turn
-		}
-		cb.ramp = append(cb.ramp, cb.held...)
-		slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
-		clear(cb.held)
-		cb.held = cb.held[:0]
-		cb.signal()
+		cb.release(now)
 	}
 	if len(cb.ramp) > 0 {
 		// An answer to a retry (one the recovery let go, or the probe)
@@ -452,6 +429,37 @@ func (cb *circuit) answered(now time.Time, retry, lend bool) {
 	} else {
 		cb.credit = 0
 	}
+}
+
+// release moves every held retry onto the ramp, each with its paced
+// turn: as long after now as it was due after the first of them (its own
+// wait, or when it was held), within half of what is left of its limit,
+// and never before its own wait; mu is held.
+func (cb *circuit) release(now time.Time) {
+	due := func(w *holder) time.Time {
+		if w.notBefore.After(w.since) {
+			return w.notBefore
+		}
+		return w.since
+	}
+	first := due(cb.held[0])
+	for _, w := range cb.held[1:] {
+		if d := due(w); d.Before(first) {
+			first = d
+		}
+	}
+	for _, w := range cb.held {
+		turn := now.Add(min(due(w).Sub(first), max(w.limit.Sub(now), 0)/2))
+		if turn.Before(w.notBefore) {
+			turn = w.notBefore
+		}
+		w.state, w.turn = holdRamping, turn
+	}
+	cb.ramp = append(cb.ramp, cb.held...)
+	slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
+	clear(cb.held)
+	cb.held = cb.held[:0]
+	cb.signal()
 }
 
 // grant lets the first retries on the ramp go, one per credit.

@@ -305,29 +305,14 @@ func (g *gate) sending(t *ticket, n int) {
 // controllers, once. A failure of an attempt that started before an
 // answer from the host is stale: it changes nothing.
 func (g *gate) record(t *ticket, r *result) {
-	hs, t := t.hs, t
+	hs := t.hs
 	if hs == nil {
 		return
 	}
 	if g.paced {
 		g.paceRecord(t, r)
 	}
-	o := seen{retry: t.retry, probe: t.probe}
-	t.probe = 0
-	switch {
-	case r.err == nil && !r.retryable:
-		m := mono()
-		o.lend = hs.health.outage(m) && (g.budget == nil || hs.bud.solvent())
-		hs.health.answer(t.start, m)
-		o.answered = true
-	case r.retryable && (!r.notSent || isDialError(r.err)) && !hs.health.stale(t.start):
-		// A refused connection reached no application, but says that
-		// the host serves no one: it counts, though it costs nothing.
-		m := mono()
-		s := hs.health.fail(m, g.scoreCap())
-		o.failed = true
-		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(m)
-	}
+	o := g.seenOf(t, r)
 	if o.answered && o.probe == 0 && hs.cb.quiet() {
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
@@ -344,6 +329,31 @@ func (g *gate) record(t *ticket, r *result) {
 	if ch.opened || ch.closed {
 		g.report(t)
 	}
+}
+
+// seenOf takes an attempt's result into the host's health, and says what
+// the controllers are told of it: an answer (lend: from a host that
+// served no one, with a budget that owes nothing), a fresh failure (trip:
+// one that opens the breaker), or nothing (a stale failure, a cancel).
+func (g *gate) seenOf(t *ticket, r *result) seen {
+	hs := t.hs
+	o := seen{retry: t.retry, probe: t.probe}
+	t.probe = 0
+	switch {
+	case r.err == nil && !r.retryable:
+		m := mono()
+		o.lend = hs.health.outage(m) && (g.budget == nil || hs.bud.solvent())
+		hs.health.answer(t.start, m)
+		o.answered = true
+	case r.retryable && (!r.notSent || isDialError(r.err)) && !hs.health.stale(t.start):
+		// A refused connection reached no application, but says that
+		// the host serves no one: it counts, though it costs nothing.
+		m := mono()
+		s := hs.health.fail(m, g.scoreCap())
+		o.failed = true
+		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(m)
+	}
+	return o
 }
 
 // report reports the breaker's transitions that no one has reported yet,

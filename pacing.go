@@ -62,18 +62,7 @@ func (g *gate) initPacers(h *hostState) {
 // context's error if it ended during a wait.
 func (g *gate) pace(t *ticket, n int) (GiveUpReason, error) {
 	hs := t.hs
-	a := ask{kind: kindSend, now: mono()}
-	if n == 1 {
-		a.kind = kindFirst
-	}
-	if dl, ok := t.ctx.Deadline(); ok {
-		a.deadline = a.now + max(int64(time.Until(dl)), 1)
-	}
-	if !t.meEnd.IsZero() {
-		if end := a.now + int64(time.Until(t.meEnd)); a.deadline == 0 || end < a.deadline {
-			a.deadline = max(end, 1)
-		}
-	}
+	a := t.paceAsk(n)
 	var tk taken
 	for _, p := range hs.pacers {
 		for turn := 0; ; turn++ {
@@ -111,6 +100,25 @@ func (g *gate) pace(t *ticket, n int) (GiveUpReason, error) {
 		t.start = mono() // sent now: its latency and staleness count from here, not from its waits
 	}
 	return "", nil
+}
+
+// paceAsk is the question to the pacers for attempt n: when asked, and
+// by when (mono) it must have gone, the sooner of the context's deadline
+// and WithMaxElapsed's end, 0 if neither.
+func (t *ticket) paceAsk(n int) ask {
+	a := ask{kind: kindSend, now: mono()}
+	if n == 1 {
+		a.kind = kindFirst
+	}
+	if dl, ok := t.ctx.Deadline(); ok {
+		a.deadline = a.now + max(int64(time.Until(dl)), 1)
+	}
+	if !t.meEnd.IsZero() {
+		if end := a.now + int64(time.Until(t.meEnd)); a.deadline == 0 || end < a.deadline {
+			a.deadline = max(end, 1)
+		}
+	}
+	return a
 }
 
 // callersEnd is the reason a wait for a pacer that ended in err gives:
