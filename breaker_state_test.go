@@ -78,11 +78,12 @@ func TestCircuitHoldProbeAndLimit(t *testing.T) {
 	cb := newCircuit(BreakerConfig{ProbeBackoff: Constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
 	w := cb.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
-	end, ticket, done, next, _ := cb.turn(w, tAt(0))
+	_, _, done, next, _ := cb.turn(w, tAt(0))
 	if done || !next.Equal(tAt(100)) {
 		t.Fatalf("at once: done=%v, next %v; want to wait for the probe at 100ms", done, next.Sub(t0))
 	}
-	if end, ticket, done, _, _ = cb.turn(w, tAt(100)); !done || end != holdProbe || ticket == 0 {
+	end, ticket, done, _, _ := cb.turn(w, tAt(100))
+	if !done || end != holdProbe || ticket == 0 {
 		t.Fatalf("at 100ms: %v %v %d, want the probe", done, end, ticket)
 	}
 	cbFail(cb, 110, true, false) // the probe failed: a retry failed

@@ -313,11 +313,6 @@ func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, lim
 	return notBefore, limit
 }
 
-// pastMaxElapsed reports whether now is past the request's WithMaxElapsed
-// bound, after which no attempt starts.
-func (k *call) pastMaxElapsed(now time.Time) bool {
-	return k.c.maxElapsed > 0 && !now.Before(k.start.Add(k.c.maxElapsed))
-}
 
 // noResponse is the error a request that gives up without a response ends
 // with: err, and the last attempt's error if it had one.
