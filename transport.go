@@ -313,7 +313,6 @@ func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, lim
 	return notBefore, limit
 }
 
-
 // noResponse is the error a request that gives up without a response ends
 // with: err, and the last attempt's error if it had one.
 func noResponse(r *result, err error) error {
