@@ -377,7 +377,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 		flips.Add(1)
 		go func() {
 			defer flips.Done()
-			hs = s.refuseSpells(hs, addr, stop)
+			hs = s.refuseSpells(addr, stop)
 		}()
 	}
 	newBase := func() *http.Transport { return newBase(refused) }
@@ -606,11 +606,11 @@ func (r Result) OutageAmplification() float64 {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// refuseSpells closes the server hs (its listener and connections) when
+// refuseSpells closes the serving server (its listener and connections) when
 // each down spell begins, and serves again on the same address when it
 // ends, until stop; it returns the server serving last.
-func (s *server) refuseSpells(hs *http.Server, addr string, stop <-chan struct{}) *http.Server {
-	hs = <-s.up
+func (s *server) refuseSpells(addr string, stop <-chan struct{}) *http.Server {
+	hs := <-s.up
 	at := func(t time.Duration) <-chan time.Time { return time.After(time.Until(s.start.Add(t))) }
 	for t := s.downFrom; t < s.downTo; {
 		end := s.downTo
