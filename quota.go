@@ -266,23 +266,21 @@ type quotaPolicy struct {
 func quotaPolicies(h http.Header, out []quotaPolicy) []quotaPolicy {
 	for _, line := range h.Values("Ratelimit-Policy") {
 		for _, item := range strings.Split(line, ",") {
-			params := strings.Split(item, ";")
-			if len(params) < 2 || len(out) == cap(out) {
+			if len(out) == cap(out) {
 				continue
 			}
-			p := quotaPolicy{key: strings.TrimSpace(params[0])}
+			var p quotaPolicy
 			var okQ, okW bool
-			for _, param := range params[1:] {
-				k, v, _ := strings.Cut(strings.TrimSpace(param), "=")
-				switch strings.ToLower(strings.TrimSpace(k)) {
+			key, ok := sfItem(item, func(k, v string) {
+				switch k {
 				case "q":
 					p.quota, okQ = count(v)
 				case "w":
 					p.window, okW = seconds(v)
-				case "pk":
-					p.key += ";" + strings.TrimSpace(v)
 				}
-			}
+			})
+			p.key = key
+			okQ = okQ && ok
 			if okQ && okW && p.quota > 0 && p.window > 0 && p.window <= quotaHorizon {
 				out = append(out, p)
 			}
@@ -358,24 +356,40 @@ func quotaReadings(h http.Header, status int, now time.Time, out []quotaReading)
 // ("limit=10, remaining=0, reset=5") is split over items, and not read
 // here: its parameters are the RateLimit-Remaining family's.
 func ietfItem(item string) (quotaReading, bool) {
-	params := strings.Split(item, ";")
-	if len(params) < 2 {
-		return quotaReading{}, false
-	}
-	r := quotaReading{key: strings.TrimSpace(params[0])}
+	var r quotaReading
 	var okR, okT bool
-	for _, param := range params[1:] {
-		k, v, _ := strings.Cut(strings.TrimSpace(param), "=")
-		switch strings.ToLower(strings.TrimSpace(k)) {
+	key, ok := sfItem(item, func(k, v string) {
+		switch k {
 		case "r":
 			r.remaining, okR = count(v)
 		case "t":
 			r.reset, okT = seconds(v)
-		case "pk":
-			r.key += ";" + strings.TrimSpace(v)
 		}
+	})
+	r.key = key
+	return r, ok && okR && okT
+}
+
+// sfItem reads one item of a RateLimit or RateLimit-Policy field,
+// "name";k=v;...;pk=:key:: it gives each parameter (its name in lower
+// case) to param, and returns the item's key, its name and partition
+// key; ok is false for an item with no parameters.
+func sfItem(item string, param func(k, v string)) (key string, ok bool) {
+	params := strings.Split(item, ";")
+	if len(params) < 2 {
+		return "", false
 	}
-	return r, okR && okT
+	key = strings.TrimSpace(params[0])
+	for _, p := range params[1:] {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		if k == "pk" {
+			key += ";" + strings.TrimSpace(v)
+			continue
+		}
+		param(k, v)
+	}
+	return key, true
 }
 
 // watch sets the gauge that shows what is left.

@@ -283,6 +283,8 @@ type simFaults struct {
 	capacity int
 	// wild: every wild-th answer says a billion of the quota are left.
 	wild int
+	// statePolicy: the quota's size and window are stated in RateLimit-Policy.
+	statePolicy bool
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -453,6 +455,10 @@ func (s *simulation) drawShapes(r *rand.Rand) {
 			}
 		}
 		s.desc = append(s.desc, fmt.Sprintf("canceled-by-callers=%d", n))
+	}
+	if f.quota > 0 && r.IntN(2) == 0 {
+		f.statePolicy = true
+		s.desc = append(s.desc, "ratelimit-policy")
 	}
 	if f.quota > 0 && r.IntN(3) == 0 {
 		f.wild = 5 + r.IntN(20)
@@ -735,17 +741,23 @@ func (b *simBase) serve(host string, t time.Duration) bool {
 	w := -1 - int64(t/(100*time.Millisecond)) // apart from the quota's windows
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	used := b.usedOf(host)
+	if used[w] >= b.s.faults.capacity {
+		return false
+	}
+	used[w]++
+	return true
+}
+
+// usedOf is host's count of what it served, per window; mu is held.
+func (b *simBase) usedOf(host string) map[int64]int {
 	if b.used == nil {
 		b.used = map[string]map[int64]int{}
 	}
 	if b.used[host] == nil {
 		b.used[host] = map[int64]int{}
 	}
-	if b.used[host][w] >= b.s.faults.capacity {
-		return false
-	}
-	b.used[host][w]++
-	return true
+	return b.used[host]
 }
 
 // spend takes one of the host's quota for an answer at t, and says what
@@ -754,20 +766,18 @@ func (b *simBase) spend(host string, t time.Duration, h http.Header) int {
 	w := int64(t / time.Second)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used == nil {
-		b.used = map[string]map[int64]int{}
-	}
-	if b.used[host] == nil {
-		b.used[host] = map[int64]int{}
-	}
+	used := b.usedOf(host)
 	code := 200
-	if b.used[host][w] < b.s.faults.quota {
-		b.used[host][w]++
+	if used[w] < b.s.faults.quota {
+		used[w]++
 	} else {
 		code = http.StatusTooManyRequests
 	}
 	left := time.Duration(w+1)*time.Second - t
-	h.Set("RateLimit", fmt.Sprintf(`"q";r=%d;t=%d`, b.s.faults.quota-b.used[host][w], int(math.Ceil(left.Seconds()))))
+	h.Set("RateLimit", fmt.Sprintf(`"q";r=%d;t=%d`, b.s.faults.quota-used[w], int(math.Ceil(left.Seconds()))))
+	if b.s.faults.statePolicy {
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"q";q=%d;w=1`, b.s.faults.quota))
+	}
 	if b.quotaWords++; b.s.faults.wild > 0 && b.quotaWords%b.s.faults.wild == 0 {
 		h.Set("RateLimit", fmt.Sprintf(`"q";r=1000000000;t=%d`, int(math.Ceil(left.Seconds()))))
 	}
