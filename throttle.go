@@ -33,8 +33,10 @@ const (
 // many of them (429, 502, 503, 504, a timeout, a connection error), so
 // that it receives at most about ratio × what it accepts. The share
 // follows the last 2 s; a refused request sends nothing and ends at once
-// with an [*Error], reason [GiveUpThrottled]. Off by default; 1.5 is a
-// good ratio. docs/overload.md says when it wins.
+// with an [*Error], reason [GiveUpThrottled]. Off by default; 2 (the SRE
+// book's) keeps what a host of few slots serves under random arrivals,
+// 1.25 sheds more of a host that queues bursts. docs/overload.md says when
+// it wins.
 func WithThrottle(ratio float64) Option {
 	return option("WithThrottle", func(c *config) error {
 		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
@@ -61,7 +63,7 @@ type throttle struct {
 	at       int64       // mono of the last decay
 	drop     float64     // the probability of a refusal, as last computed
 	probed   int64       // mono of the last request let go against the odds
-	credit   float64     // sends earned and not yet taken, at most 1
+	credit   float64     // the part of a send earned and not yet taken, below 1
 	answered int64       // mono start of the latest-sent attempt the host accepted
 	g        *stateGauge // its state, for the metrics
 }
@@ -116,7 +118,10 @@ func (t *throttle) admit(a ask) verdictOf {
 	// small burst refuses some of the bunches).
 	refused := false
 	if p > 0 {
-		t.credit = min(t.credit+1-p, 1)
+		// The remainder is kept: capping the credit at 1 before a
+		// send took it threw the part past 1 away, so that a share of
+		// 0.8 sent every second request, 0.45 every third.
+		t.credit += 1 - p // below 1 before, so below 2 now
 		if refused = t.credit < 1; !refused {
 			t.credit--
 		}
