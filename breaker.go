@@ -1,7 +1,7 @@
 // This file holds the retry breaker's configuration and its controller:
 // one circuit per host, closed or open, with the queue of held retries, the
 // probe schedule and the ramp that lets held retries go once the host
-// answers. The gate (gate.go) asks it, among the other controllers.
+// answers. The gate (admission.go) asks it, among the other controllers.
 
 package retryhttp
 
@@ -271,7 +271,7 @@ const minProbeGap = 20 * time.Millisecond
 const failFastEvery = 6
 
 func (cb *circuit) admit(a ask) verdictOf {
-	if !cb.isOpen.Load() {
+	if a.kind == kindSend || !cb.isOpen.Load() {
 		return send
 	}
 	cb.mu.Lock()

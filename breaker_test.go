@@ -122,7 +122,7 @@ func heldHow(c *config, k *call, limit time.Time) string {
 		return err.Error()
 	case reason != "":
 		return string(reason)
-	case k.t.probe != 0:
+	case k.t.p.probe != 0:
 		return "probe"
 	}
 	return "released"
@@ -530,7 +530,7 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 				for {
 					k := heldCall(c, ctx)
 					reason, err := c.gate.hold(&k.t, time.Now(), limit)
-					if err != nil || reason != "" || k.t.probe == 0 {
+					if err != nil || reason != "" || k.t.p.probe == 0 {
 						return
 					}
 					probes <- k

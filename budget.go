@@ -1,5 +1,5 @@
 // This file holds the retry Budget, one of admission's controllers
-// (gate.go): per host, retries may add a share of the first attempts sent
+// (admission.go): per host, retries may add a share of the first attempts sent
 // over a sliding window, or a small floor a second while the host is not
 // failing. Every retry that is sent is charged, whichever way it leaves.
 
@@ -185,7 +185,10 @@ type budgetCtl struct {
 
 func (c *budgetCtl) admit(a ask) verdictOf {
 	h := &c.e.v
-	if a.kind == kindFirst {
+	switch a.kind {
+	case kindSend:
+		return send // a retry charged already, about to be sent
+	case kindFirst:
 		c.countFirst(a.sec)
 		return send
 	}
@@ -201,9 +204,9 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	return refuse(GiveUpBudget)
 }
 
-// attach points the controller at b's entry for host.
-func (c *budgetCtl) attach(b *Budget, host string) {
-	c.b, c.e = b, b.hosts.entry(host, nil, unixSecond())
+// attach points the controller at b's entry for host, in second sec.
+func (c *budgetCtl) attach(b *Budget, host string, sec int64) {
+	c.b, c.e = b, b.hosts.entry(host, nil, sec)
 	c.e.v.refs.Add(1)
 }
 

@@ -172,7 +172,7 @@ func (b *Budget) recordFirst(host string, _ []byte, sec int64) {
 func TestBudgetLoan(t *testing.T) {
 	b := NewBudget(0.1, 10)
 	var c budgetCtl
-	c.attach(b, "h")
+	c.attach(b, "h", unixSecond())
 	sec := unixSecond()
 	if !c.solvent() {
 		t.Fatal("a new budget owes something")
@@ -197,7 +197,7 @@ func TestBudgetLoan(t *testing.T) {
 		t.Error("not solvent once the 30 first attempts owed were sent")
 	}
 	var none budgetCtl
-	none.attach(NewBudget(0, 10), "h")
+	none.attach(NewBudget(0, 10), "h", unixSecond())
 	if none.solvent() {
 		t.Error("a budget with no ratio may lend")
 	}

@@ -17,7 +17,7 @@ import (
 type GiveUpReason string
 
 // The reasons for giving up, in the order in which the retry loop checks
-// them (see decide in decide.go, then admission in gate.go).
+// them (see decide in decide.go, then admission in admission.go).
 const (
 	GiveUpUnsafeMethod GiveUpReason = "unsafe_method" // a non-idempotent request without a key reached the server
 	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, or GetBody failed

@@ -46,24 +46,6 @@ type health struct {
 	gap      atomic.Int64 // the usual gap between answers, in nanoseconds (an average)
 }
 
-// mono is the time since the package started, on the monotonic clock, plus
-// monoOffset so that it is positive (0 stands for none) even inside a
-// testing/synctest bubble, whose clock it then follows: one clock read
-// where time.Now makes two.
-func mono() int64 { return int64(time.Since(clockBase)) + monoOffset }
-
-const monoOffset = 1 << 62
-
-// secondOf is the Unix second of the monotonic time m, anchored to the wall
-// clock at start, so that a step of the wall clock cannot move the
-// budget's buckets under it.
-func secondOf(m int64) int64 { return (clockBase.UnixNano() + m - monoOffset) / int64(time.Second) }
-
-// unixSecond returns the current Unix second, as secondOf.
-func unixSecond() int64 { return secondOf(mono()) }
-
-var clockBase = time.Now()
-
 // stale reports whether an attempt that started at start began before an
 // attempt that the host has answered since: its failure says nothing of
 // the host now.

@@ -1,7 +1,7 @@
 // This file holds hedging (WithHedging): a first attempt that is slow to
 // answer gets a copy sent beside it, and the first answer worth returning
 // wins. Only requests that may be repeated are hedged, and whether a hedge
-// goes is admission's (gate.go): hedges spend the host's budget and stop
+// goes is admission's (admission.go): hedges spend the host's budget and stop
 // while its breaker is open, so that hedging turns itself off when the
 // host is overloaded.
 

@@ -1,5 +1,5 @@
 // This file holds hostMap, the per-destination-host state of a Transport
-// (gate.go) and of a Budget (budget.go), and the canonical form of a host
+// (admission.go) and of a Budget (budget.go), and the canonical form of a host
 // that keys it.
 
 package retryhttp

@@ -7,8 +7,8 @@
 package retryhttp
 
 import (
-	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -59,7 +59,7 @@ type limiter struct {
 	mu        sync.Mutex
 	limit     float64
 	inflight  int
-	waiters   []chan struct{} // FIFO; a closed channel is a granted slot
+	waiters   []*waiter       // FIFO; one whose wake is closed was granted a slot
 	minRTT    [2]int64        // the fastest answer of this window and of the last
 	ownSlow   float64         // the share of slow answers of rounds in which at most half the limit was in use, smoothed; -1: none yet
 	leastSlow [2]float64      // the least share of slow answers of a round, this window and the last
@@ -76,11 +76,26 @@ func (l *limiter) init(cfg *limitConfig) {
 	l.leastSlow, l.ownSlow = [2]float64{1, 1}, -1
 }
 
-// admit gives an attempt a slot if one is free; otherwise it queues, or,
-// with max waiting already, is refused.
+// admit gives an attempt a slot if one is free; otherwise it takes a
+// place in the line (a.waiter, once it has one), to wait until it is
+// granted a slot or its deadline, or, with max waiting already, is
+// refused.
 func (l *limiter) admit(a ask) verdictOf {
+	if !a.kind.sending() {
+		return send
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if w := a.waiter; w != nil {
+		if w.granted() {
+			return verdictOf{act: actSend, taken: taken{slot: true}}
+		}
+		if a.deadline != 0 && a.now >= a.deadline {
+			l.leaveLocked(w)
+			return refuse(GiveUpLimit)
+		}
+		return l.wait(a, w)
+	}
 	switch {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
@@ -88,67 +103,49 @@ func (l *limiter) admit(a ask) verdictOf {
 	case len(l.waiters) >= l.cfg.max:
 		return refuse(GiveUpLimit)
 	}
-	return verdictOf{act: actQueue, reason: GiveUpLimit, q: l}
+	w := newWaiter()
+	l.waiters = append(l.waiters, w)
+	return l.wait(a, w)
+}
+
+// wait is the verdict of w, in line: wait until it is granted a slot, or
+// until its deadline.
+func (l *limiter) wait(a ask, w *waiter) verdictOf {
+	v := verdictOf{act: actWait, reason: GiveUpLimit, wake: w.wake, waiter: w, wait: -1}
+	if a.deadline != 0 {
+		v.wait = time.Duration(a.deadline - a.now)
+	}
+	return v
 }
 
 // cap is the whole number of slots; mu is held.
 func (l *limiter) cap() int { return max(int(l.limit), 1) }
 
-// queue waits for a slot until ctx ends or its deadline (mono, 0: none)
-// passes: it reports whether it got one (taken.slot).
-func (l *limiter) queue(ctx context.Context, deadline int64) (taken, bool, error) {
-	l.mu.Lock()
-	if len(l.waiters) == 0 && l.inflight < l.cap() {
-		l.inflight++
-		l.mu.Unlock()
-		return taken{slot: true}, true, nil
-	}
-	if len(l.waiters) >= l.cfg.max {
-		l.mu.Unlock()
-		return taken{}, false, nil
-	}
-	ch := make(chan struct{})
-	l.waiters = append(l.waiters, ch)
-	l.mu.Unlock()
-	var expired <-chan time.Time
-	if deadline != 0 {
-		t := time.NewTimer(time.Duration(deadline - mono()))
-		defer t.Stop()
-		expired = t.C
-	}
-	var err error
-	select {
-	case <-ch:
-		return taken{slot: true}, true, nil
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-expired:
-		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-			err = context.DeadlineExceeded // the context's deadline, met first by this timer
+// undo gives back a slot taken for an attempt that is not sent, and the
+// place in line of one that gave up waiting (its slot, if it was granted
+// one as it gave up).
+func (l *limiter) undo(t taken, _ time.Time) {
+	if t.slot || t.waiter != nil {
+		l.mu.Lock()
+		if t.slot {
+			l.releaseLocked()
 		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case <-ch: // granted as it gave up: the slot is its to give back
-		l.releaseLocked()
-	default:
-		for i, w := range l.waiters {
-			if w == ch {
-				l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-				break
-			}
+		if t.waiter != nil {
+			l.leaveLocked(t.waiter)
 		}
+		l.mu.Unlock()
 	}
-	return taken{}, false, err
 }
 
-// undo gives back a slot taken for an attempt that is not sent.
-func (l *limiter) undo(t taken, _ time.Time) {
-	if t.slot {
-		l.mu.Lock()
+// leaveLocked takes w out of the line, or gives back the slot it was
+// granted; mu is held.
+func (l *limiter) leaveLocked(w *waiter) {
+	if w.granted() {
 		l.releaseLocked()
-		l.mu.Unlock()
+		return
+	}
+	if i := slices.Index(l.waiters, w); i >= 0 {
+		l.waiters = slices.Delete(l.waiters, i, i+1)
 	}
 }
 
@@ -157,11 +154,11 @@ func (l *limiter) undo(t taken, _ time.Time) {
 func (l *limiter) releaseLocked() {
 	l.inflight--
 	for len(l.waiters) > 0 && l.inflight < l.cap() {
-		ch := l.waiters[0]
+		w := l.waiters[0]
 		l.waiters[0] = nil
 		l.waiters = l.waiters[1:]
 		l.inflight++
-		close(ch)
+		close(w.wake)
 	}
 }
 

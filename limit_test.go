@@ -89,6 +89,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		sec.arrivals++
 		sec.limitSum += l.limit
 		if v := l.admit(ask{kind: kindFirst, now: base + int64(now)}); v.act != actSend {
+			l.undo(taken{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
 			sec.refused++
 			continue
 		}
@@ -162,6 +163,18 @@ func TestConcurrencyLimitDoesNotDrift(t *testing.T) {
 	}
 }
 
+// waitInLine asks c for a first attempt as admission does, waiting out
+// what it asks for, within d if d > 0: it reports what it took and
+// whether the attempt may go.
+func waitInLine(ctx context.Context, c controller, d time.Duration) (taken, bool, error) {
+	a := ask{kind: kindFirst, now: mono()}
+	if d > 0 {
+		a.deadline = a.now + int64(d)
+	}
+	v, err := (&ticket{ctx: ctx}).ask(c, a)
+	return v.taken, v.act == actSend, err
+}
+
 // A fixed limit: attempts over it wait their turn, in order, within
 // their deadline, and max of them at most wait.
 func TestConcurrencyLimitQueue(t *testing.T) {
@@ -172,8 +185,10 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 			t.Fatalf("a free slot: %+v", v)
 		}
 	}
-	if v := l.admit(ask{}); v.act != actQueue {
-		t.Fatalf("over the limit: %+v, want to queue", v)
+	if v := l.admit(ask{}); v.act != actWait || v.waiter == nil {
+		t.Fatalf("over the limit: %+v, want to wait in line", v)
+	} else {
+		l.undo(taken{waiter: v.waiter}, time.Time{}) // and it leaves the line
 	}
 	var order []int
 	var mu sync.Mutex
@@ -182,7 +197,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, got, err := l.queue(context.Background(), 0)
+			_, got, err := waitInLine(context.Background(), &l, 0)
 			if !got || err != nil {
 				t.Errorf("waiter %d: %v %v", i, got, err)
 				return
@@ -205,7 +220,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		t.Errorf("with max waiting: %+v, want refused (limit)", v)
 	}
 	// A waiter whose deadline passes leaves the queue, with no slot.
-	_, got, err := l.queue(context.Background(), mono()+int64(5*time.Millisecond))
+	_, got, err := waitInLine(context.Background(), &l, 5*time.Millisecond)
 	if got || err != nil {
 		t.Errorf("queue full: %v %v, want refused at once", got, err)
 	}
@@ -228,7 +243,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	l.observe(seen{slot: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	_, got, err = l.queue(ctx, mono()+int64(5*time.Millisecond))
+	_, got, err = waitInLine(ctx, &l, 5*time.Millisecond)
 	if !got || err != nil {
 		t.Errorf("a free slot after the others ended: %v %v", got, err)
 	}

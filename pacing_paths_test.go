@@ -112,7 +112,7 @@ func TestQuotaIgnoresAMisreadReset(t *testing.T) {
 		time.Sleep(24 * time.Hour)
 		err := getOK(t, tr, context.Background())
 		if err != nil {
-			t.Errorf("a day later: %v; host quiet for eviction: %v", err, hostOf(tr, "h").pacersQuiet())
+			t.Errorf("a day later: %v; host quiet for eviction: %v", err, hostOf(tr, "h").pacersQuiet(mono()))
 		}
 	})
 }

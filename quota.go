@@ -80,12 +80,19 @@ type quotaPart struct {
 	next      int64   // spread: the earliest next attempt
 }
 
+// maxQuotaTurns bounds how often an attempt waits for quota pacing (each
+// wait ends where others took the quota that reset): then it is refused.
+const maxQuotaTurns = 8
+
 func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts = cfg, q.buf[:0] }
 
 // admit lets an attempt go if every quota it would spend has some left;
 // otherwise it waits for the latest of their resets, plus jitter, and
 // asks again; or it is refused, if that is past its limits.
 func (q *quota) admit(a ask) verdictOf {
+	if !a.kind.sending() {
+		return send
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var wait int64
@@ -108,10 +115,10 @@ func (q *quota) admit(a ask) verdictOf {
 		}
 	}
 	if wait > 0 {
-		if a.waited+time.Duration(wait) > q.cfg.maxWait || (a.deadline != 0 && a.now+wait >= a.deadline) {
+		if a.waited+time.Duration(wait) > q.cfg.maxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= maxQuotaTurns {
 			return refuse(GiveUpQuota)
 		}
-		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota, again: true}
+		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota}
 	}
 	for i := range q.parts {
 		p := &q.parts[i]

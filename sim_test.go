@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// The simulator checks admission (gate.go) as a whole: it draws seeded
+// The simulator checks admission (admission.go) as a whole: it draws seeded
 // random option sets and fault scripts, runs 1 to 200 callers over a few
 // hosts in virtual time, and checks the invariants after every run. A
 // failure prints its seed and the command that runs it alone; seeds it
@@ -1175,7 +1175,7 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 		if s.faults.quota > 0 {
 			ra = max(ra, time.Second) // a 429's RateLimit: up to the window's end
 		}
-		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond+maxPaceTurns*s.quotaWait) + 10*time.Millisecond
+		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond+maxQuotaTurns*s.quotaWait) + 10*time.Millisecond
 		if took := o.end - o.start; took > bound {
 			fail("caller %s: took %v, past its bound %v (schedule, servers' waits, latency): %v", c.id, took, bound, sent)
 		}

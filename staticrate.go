@@ -5,7 +5,6 @@
 package retryhttp
 
 import (
-	"context"
 	"math"
 	"slices"
 	"sync"
@@ -42,8 +41,8 @@ type staticRate struct {
 	mu      sync.Mutex
 	tokens  float64
 	at      int64     // mono of tokens
-	line    []*byte   // the waiters, first come first; each its own identity
-	changed chan bool // closed, and replaced, when the line moves up
+	line    []*waiter     // first come first
+	changed chan struct{} // closed, and replaced, when the line moves up
 }
 
 func (s *staticRate) init(cfg *rateConfig) {
@@ -70,72 +69,45 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 	return time.Duration(math.Ceil(need / s.cfg.perSecond * float64(time.Second)))
 }
 
-// admit takes a turn now, or sends the attempt to the line; none if its
-// turn would come past its deadline.
+// admit takes a turn now, or takes a place in the line (a.waiter, once
+// it has one) to wait for its turn; none if its turn would come past its
+// deadline.
 func (s *staticRate) admit(a ask) verdictOf {
+	if !a.kind.sending() {
+		return send
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.until(a.now, len(s.line))
+	me, pos := a.waiter, len(s.line)
+	if me != nil {
+		pos = slices.Index(s.line, me)
+	}
+	d := s.until(a.now, pos)
 	switch {
-	case d == 0 && len(s.line) == 0:
+	case d == 0 && pos == 0:
 		s.tokens--
+		s.leave(me)
 		return verdictOf{act: actSend, taken: taken{turn: true}}
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
+		s.leave(me) // its turn would come too late
 		return refuse(GiveUpQuota)
 	}
-	return verdictOf{act: actQueue, reason: GiveUpQuota, q: s}
-}
-
-// queue waits in the line for a turn until ctx ends or its deadline
-// (mono, 0: none) passes.
-func (s *staticRate) queue(ctx context.Context, deadline int64) (taken, bool, error) {
-	me := new(byte)
-	s.mu.Lock()
-	s.line = append(s.line, me)
-	for range maxQueueTurns {
-		now := mono()
-		pos := slices.Index(s.line, me)
-		d := s.until(now, pos)
-		if d == 0 && pos == 0 {
-			s.tokens--
-			s.leave(me)
-			s.mu.Unlock()
-			return taken{turn: true}, true, nil
-		}
-		if deadline != 0 && now+int64(d) >= deadline {
-			break // its turn would come too late
-		}
-		if s.changed == nil {
-			s.changed = make(chan bool)
-		}
-		changed := s.changed
-		s.mu.Unlock()
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-changed:
-		case <-ctx.Done():
-			t.Stop()
-			s.mu.Lock()
-			s.leave(me)
-			s.mu.Unlock()
-			return taken{}, false, ctx.Err()
-		}
-		t.Stop()
-		s.mu.Lock()
+	if me == nil {
+		me = newWaiter()
+		s.line = append(s.line, me)
 	}
-	s.leave(me)
-	s.mu.Unlock()
-	return taken{}, false, nil
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return verdictOf{act: actWait, reason: GiveUpQuota, wait: d, wake: s.changed, waiter: me}
 }
 
-// maxQueueTurns bounds the looks of one waiter: each follows a wait for
-// its turn or a move of the line.
-const maxQueueTurns = 1 << 20
-
-// leave takes me out of the line, and tells those behind it to look
-// again; mu is held.
-func (s *staticRate) leave(me *byte) {
+// leave takes me out of the line, if it is in it, and tells those
+// behind it to look again; mu is held.
+func (s *staticRate) leave(me *waiter) {
+	if me == nil {
+		return
+	}
 	if i := slices.Index(s.line, me); i >= 0 {
 		s.line = slices.Delete(s.line, i, i+1)
 	}
@@ -150,26 +122,30 @@ func (s *staticRate) moved() {
 	}
 }
 
-// undo gives back a turn taken for an attempt that is not sent.
+// undo gives back a turn taken for an attempt that is not sent, and the
+// place in line of one that gave up waiting.
 func (s *staticRate) undo(t taken, _ time.Time) {
-	if t.turn {
+	if t.turn || t.waiter != nil {
 		s.mu.Lock()
-		s.tokens = min(s.tokens+1, float64(s.cfg.burst))
-		s.moved()
+		if t.turn {
+			s.tokens = min(s.tokens+1, float64(s.cfg.burst))
+			s.moved()
+		}
+		s.leave(t.waiter)
 		s.mu.Unlock()
 	}
 }
 
 func (s *staticRate) observe(seen) change { return change{} }
 
-// quiet reports whether forgetting the host would lose nothing: its
-// bucket full, no one in line (or the rate is off).
-func (s *staticRate) quiet() bool {
+// quiet reports whether forgetting the host would lose nothing at now:
+// its bucket full, no one in line (or the rate is off).
+func (s *staticRate) quiet(now int64) bool {
 	if s.cfg == nil {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fill(mono())
+	s.fill(now)
 	return len(s.line) == 0 && s.tokens >= float64(s.cfg.burst)
 }

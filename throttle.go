@@ -33,10 +33,8 @@ const (
 // many of them (429, 502, 503, 504, a timeout, a connection error), so
 // that it receives at most about ratio × what it accepts. The share
 // follows the last 2 s; a refused request sends nothing and ends at once
-// with an [*Error], reason [GiveUpThrottled]. Off by default; 2 (the SRE
-// book's) keeps what a host of few slots serves under random arrivals,
-// 1.25 sheds more of a host that queues bursts. docs/overload.md says when
-// it wins.
+// with an [*Error], reason [GiveUpThrottled]. Off by default; 2 is a good
+// ratio, 1.25 for a host that queues bursts (docs/overload.md).
 func WithThrottle(ratio float64) Option {
 	return option("WithThrottle", func(c *config) error {
 		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {

@@ -2,7 +2,7 @@
 // send an attempt, record it once, stop unless it failed in a way worth
 // retrying, decide (decide.go), wait, next attempt. What each step needs is
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
-// ladder), gate.go (admission: the per-host controllers, budget.go and
+// ladder), admission.go (admission: the per-host controllers, budget.go and
 // breaker.go, over the host's health, health.go), report.go (metrics and
 // logs), hook.go (the attempt hook), errors.go (reasons and errors),
 // policy.go (options).
@@ -196,7 +196,7 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 }
 
 // acquire takes the two rungs of the ladder that act: it fetches the next
-// attempt's body, then asks admission (gate.go), which may charge the
+// attempt's body, then asks admission (admission.go), which may charge the
 // budget. A retry that admission refuses gives up now, without a wait.
 func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict) {
 	next, err := k.nextBody()
@@ -244,7 +244,7 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 		reason, err = g.afterWait(&k.t, nb, limit)
 	}
 	if reason == "" && err == nil && g != nil && g.paced {
-		if reason, err = g.pace(&k.t, 2); err != nil {
+		if reason, err = g.pace(&k.t); err != nil {
 			reason = ""
 			if errors.Is(err, context.DeadlineExceeded) && r.resp != nil {
 				// The deadline came while the retry waited for a pacer

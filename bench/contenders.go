@@ -138,6 +138,12 @@ var RetryHTTPThrottle = Contender{"retryhttp+throttle", func(base http.RoundTrip
 	return retryhttp.New(base, retryhttp.WithThrottle(1.25))
 }}
 
+// RetryHTTPThrottle2 is retryhttp with its defaults and WithThrottle(2),
+// the ratio for a host that refuses bursts below its capacity.
+var RetryHTTPThrottle2 = Contender{"retryhttp+throttle2", func(base http.RoundTripper) http.RoundTripper {
+	return retryhttp.New(base, retryhttp.WithThrottle(2))
+}}
+
 // RetryHTTPLimit is retryhttp with its defaults and an adaptive
 // concurrency limit from 64 down to 1.
 var RetryHTTPLimit = Contender{"retryhttp+limit", func(base http.RoundTripper) http.RoundTripper {

@@ -61,6 +61,7 @@ func main() {
 		overload(base, 4),
 		overload(base, 1.25),
 		overloadDeep(base),
+		overloadSlots(base, 2),
 		flapping(base),
 		refused(with(base, "steady-D1", "steady", time.Second, false, "")),
 		refused(fleet(base, 50)),
@@ -81,7 +82,7 @@ func main() {
 	}
 	p := bench.CommonPolicy
 	contenders := []bench.Contender{
-		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryHTTPThrottle, bench.RetryHTTPLimit,
+		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryHTTPThrottle, bench.RetryHTTPThrottle2, bench.RetryHTTPLimit,
 		bench.RetryHTTPQuota, bench.RetryablehttpDefaults, bench.Retryablehttp(p), bench.Failsafe(p),
 		bench.FailsafeThrottler(p), bench.FailsafeLimiter(p), bench.Naive,
 	}
@@ -166,6 +167,18 @@ func overload(s Scenario, k float64) Scenario {
 func overloadDeep(s Scenario) Scenario {
 	s = with(s, "overload-deep", "steady", 0, false, "")
 	s.RateCap, s.Rate, s.Warmup, s.Recovery = 10, 200, 10*time.Second, 0
+	return s
+}
+
+// overloadSlots is a server that serves 5 requests at once, each for
+// 10 ms (500 a second), and refuses one that finds them all busy (503 at
+// once, no queue), never down, offered k times that as random (Poisson)
+// arrivals (open loop, one shared client) for 10 s: a host that refuses
+// bursts below its capacity.
+func overloadSlots(s Scenario, k float64) Scenario {
+	s = with(s, fmt.Sprintf("overload-%gx-poisson", k), "steady", 0, false, "")
+	s.Slots, s.Work, s.Poisson = 5, 10*time.Millisecond, true
+	s.Rate, s.Warmup, s.Recovery = int(k*float64(s.Slots)/s.Work.Seconds()), 10*time.Second, 0
 	return s
 }
 
@@ -313,9 +326,16 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 				100*r.QuotaUsed, pct(r.Successes, r.Requests), round(r.P99), round(r.FailP99))
 		}
 		return
-	case sc.RateCap > 0:
-		fmt.Fprintf(w, "\n%s: a server that serves %d req/s and refuses the excess at once (503), never down; offered %d req/s for %v (open loop); %s; %s\n\n",
-			sc.Name, sc.RateCap, sc.Rate, sc.Warmup, mode, runsText(runs))
+	case sc.RateCap > 0 || sc.Slots > 0:
+		server, arrive := fmt.Sprintf("serves %d req/s and refuses the excess at once (503)", sc.RateCap), "evenly spaced"
+		if sc.Slots > 0 {
+			server = fmt.Sprintf("serves %d requests at once, each for %v, and refuses one that finds them all busy at once (503, no queue)", sc.Slots, sc.Work)
+		}
+		if sc.Poisson {
+			arrive = "at random (Poisson)"
+		}
+		fmt.Fprintf(w, "\n%s: a server that %s, never down; offered %d req/s %s for %v (open loop); %s; %s\n\n",
+			sc.Name, server, sc.Rate, arrive, sc.Warmup, mode, runsText(runs))
 		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup, sc.Warmup)
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {

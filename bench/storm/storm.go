@@ -43,6 +43,8 @@ type Scenario struct {
 	Think       time.Duration // closed: pause between a worker's requests
 	PerWorker   bool          // closed: each worker its own client (a fleet of sequential clients); else one shared
 	RateCap     int           // if > 0: the server serves this many requests a second (at once) and refuses the excess with 503 at once, and is never down
+	Slots       int           // if > 0: the server serves this many requests at once, each for Work, and refuses one that finds them all busy with 503 at once (no queue: an Erlang loss system), and is never down
+	Poisson     bool          // steady: arrivals at random (exponential gaps, mean 1/Rate, the same draw for every contender) instead of evenly spaced
 	Steps       []Step        // if set: the server runs Capacity(t) requests at once, each for Work, queues as many again, and answers 503 beyond; never down
 	Quota       int           // if > 0: the server serves this many requests per QuotaWindow, says what is left (RateLimit), and answers 429 beyond; never down
 	QuotaWindow time.Duration
@@ -299,7 +301,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if s.inflight.Add(1) > int64(s.sc.Capacity) {
+	capacity := s.sc.Capacity
+	if s.sc.Slots > 0 {
+		capacity = s.sc.Slots
+	}
+	if s.inflight.Add(1) > int64(capacity) {
 		s.inflight.Add(-1)
 		s.shed.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -359,7 +365,7 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	}
 	s := &server{sc: sc, up: make(chan *http.Server, 1)}
 	switch {
-	case sc.RateCap > 0 || len(sc.Steps) > 0 || sc.Quota > 0:
+	case sc.RateCap > 0 || sc.Slots > 0 || len(sc.Steps) > 0 || sc.Quota > 0:
 		s.downFrom, s.downTo = 0, 0 // never down
 	case sc.Shape != "burst":
 		s.downFrom, s.downTo = sc.Warmup, sc.Warmup+sc.Outage
@@ -460,9 +466,9 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 	case "steady":
 		total := sc.Warmup + sc.Outage + sc.Recovery
 		n := int(total.Seconds() * float64(sc.Rate))
-		interval := time.Second / time.Duration(sc.Rate)
+		at := arrivals(sc, n)
 		for i := range n {
-			if d := time.Duration(i)*interval - time.Since(s.start); d > 0 {
+			if d := at[i] - time.Since(s.start); d > 0 {
 				time.Sleep(d)
 			}
 			wg.Add(1)
@@ -582,19 +588,46 @@ func Run(sc Scenario, c bench.Contender) (Result, error) {
 
 func (r Result) Amplification() float64 { return float64(r.Attempts) / float64(max(r.Requests, 1)) }
 
+// arrivals are the times from the start at which a steady scenario's n
+// requests arrive: evenly spaced, or (Poisson) at random with a fixed
+// seed, so that every contender meets the same arrivals.
+func arrivals(sc Scenario, n int) []time.Duration {
+	at := make([]time.Duration, n)
+	interval := time.Second / time.Duration(sc.Rate)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var t time.Duration
+	for i := range at {
+		at[i] = time.Duration(i) * interval
+		if sc.Poisson {
+			at[i] = t
+			t += time.Duration(rng.ExpFloat64() * float64(interval))
+		}
+	}
+	return at
+}
+
+// perSecond is what a server that is never down serves a second at most:
+// RateCap, or Slots each Work.
+func (sc Scenario) perSecond() float64 {
+	if sc.Slots > 0 {
+		return float64(sc.Slots) / sc.Work.Seconds()
+	}
+	return float64(sc.RateCap)
+}
+
 // OutageRate is the attempts a second the server received in the outage.
 func (r Result) OutageRate(sc Scenario) float64 {
 	return float64(r.OutageAttempts) / max(sc.Outage.Seconds(), 1e-9)
 }
 
 // Load is what the server received, as a multiple of its capacity
-// (RateCap) over the time the load was offered, and what it served, as a
+// (perSecond) over the time the load was offered, and what it served, as a
 // multiple of its capacity over the whole run (a contender whose retries
 // go on after the offered load ends is served longer, at less than its
 // capacity) and over the time the load was offered.
 func (r Result) Load(sc Scenario) (arrivals, goodput, offeredGoodput float64) {
-	offered := float64(sc.RateCap) * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
-	run := float64(sc.RateCap) * max(r.Elapsed.Seconds(), 1e-9)
+	offered := sc.perSecond() * (sc.Warmup + sc.Outage + sc.Recovery).Seconds()
+	run := sc.perSecond() * max(r.Elapsed.Seconds(), 1e-9)
 	return float64(r.Attempts) / max(offered, 1), float64(r.Served) / max(run, 1), float64(r.ServedOffered) / max(offered, 1)
 }
 

@@ -61,6 +61,27 @@ func TestOverloadShape(t *testing.T) {
 	}
 }
 
+// A server of few slots offered random arrivals below its capacity
+// refuses some of them (bursts find every slot busy); evenly spaced, it
+// refuses none.
+func TestSlotsShape(t *testing.T) {
+	sc := Scenario{Name: "smoke-slots", Shape: "steady", Slots: 2, Work: 20 * time.Millisecond, Rate: 50,
+		Warmup: 2 * time.Second, Timeout: 10 * time.Second}
+	even, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Poisson = true
+	random, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if even.Requests != 100 || random.Requests != 100 || random.Successes >= even.Successes || random.Successes < 50 {
+		t.Errorf("0.5 of capacity: %d of %d served evenly spaced, %d of %d at random; want all, and fewer but most at random",
+			even.Successes, even.Requests, random.Successes, random.Requests)
+	}
+}
+
 func TestSteadyShape(t *testing.T) {
 	sc := Scenario{Name: "smoke-steady", Shape: "steady", Rate: 100, Warmup: 300 * time.Millisecond,
 		Outage: 200 * time.Millisecond, Recovery: 300 * time.Millisecond, Capacity: 50, Work: time.Millisecond, Timeout: 10 * time.Second}

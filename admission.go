@@ -1,15 +1,23 @@
-// This file holds admission: per host, a short fixed list of controllers,
-// each with its own state and rules, asked in one order whether an
-// attempt goes now, is held or is refused, and told the fresh outcome of
-// every attempt. The controllers are the retry budget (budget.go) and the
-// retry breaker (breaker.go); the host's health (health.go) is the one
-// score they read. The rules, in full, are in the package documentation,
-// "Admission".
+// This file holds admission: per host, one ordered list of controllers,
+// each with its own state and rules, asked by one loop whether an attempt
+// goes now, waits (until a time, or a place in a line moves), is held or
+// is refused; and told the fresh outcome of every attempt. In their order:
+// the retry budget (budget.go) and the retry breaker (breaker.go), which
+// decide whether a failed attempt is retried, then the pacers, which
+// decide when an attempt is sent: the throttle (throttle.go), the static
+// rate limit (staticrate.go), quota pacing (quota.go) and the concurrency
+// limit (limit.go), all off by default. The host's health (health.go) is
+// the one score they read. What the controllers took for an attempt is
+// its permit (ticket.p): given back whole (cancel) if the attempt is not
+// sent, told how it ended (record) if it is. The rules, in full, are in
+// docs/overload.md and the package documentation, "Admission" and
+// "Pacing".
 
 package retryhttp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,16 +25,18 @@ import (
 )
 
 // A controller is one rule of a host's admission. It sees only its own
-// state and what it is asked or told: never a request, another controller
-// or the gate. Questions and answers are values, so that asking costs no
-// allocation.
+// state and what it is asked or told, with the time in it: never a
+// request, another controller, the clock or the gate. Questions and
+// answers are values, so that asking costs no allocation.
 type controller interface {
 	// admit decides an attempt: send (noting what it took, such as a
-	// budget charge or a probe), hold (the breaker's queue keeps it
-	// until it may go) or refuse, with a reason.
+	// budget charge, a probe or a slot), wait (until a time, or until
+	// its place in a line moves: then it is asked again), hold (the
+	// breaker's queue keeps it until it may go) or refuse, with a
+	// reason. A kind that is not its to judge is sent.
 	admit(a ask) verdictOf
 	// undo gives back what admit took for an attempt that is not sent,
-	// at.
+	// its place in a line included, at.
 	undo(t taken, at time.Time)
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
@@ -45,16 +55,22 @@ const (
 	kindSend              // a retry about to be sent, its wait over (pacers only)
 )
 
+// sending reports whether k is an attempt about to be sent: what the
+// pacers judge.
+func (k kind) sending() bool { return k == kindFirst || k == kindSend }
+
 // ask is one question to the controllers.
 type ask struct {
 	kind     kind
 	sec      int64         // the Unix second asked in
 	healthy  bool          // the host is not failing
 	free     bool          // never reached the server: costs it nothing
-	now      int64         // pacers: mono when asked
+	now      int64         // mono when asked
+	at       time.Time     // when asked, by the wall clock: now
 	deadline int64         // pacers: mono by which the attempt must have gone, 0 if none
 	waited   time.Duration // pacers: how long the attempt has waited for them already
-	at       time.Time     // the breaker: when asked
+	turn     int           // pacers: how often this one asked the attempt to wait already
+	waiter   *waiter       // pacers: the attempt's place in this one's line, once it has one
 }
 
 type act uint8
@@ -63,33 +79,50 @@ const (
 	actSend act = iota
 	actHold
 	actRefuse
-	actWait  // pacers: wait for verdictOf.wait, then go
-	actQueue // the concurrency limit, the static rate: wait in its line (verdictOf.q)
+	actWait // pacers: wait for verdictOf.wait or wake, then ask again
 )
 
-// A queuer is a pacer's line: queue waits in it until the attempt may go
-// (what it took then), ctx ends, or the deadline (mono, 0: none) passes.
-type queuer interface {
-	queue(ctx context.Context, deadline int64) (taken, bool, error)
+// A waiter is an attempt's place in a pacer's line (the static rate's,
+// the concurrency limit's). Its wake is closed when it is granted what
+// it waits for, or, as the pacer says, when the line moves.
+type waiter struct{ wake chan struct{} }
+
+func newWaiter() *waiter { return &waiter{wake: make(chan struct{})} }
+
+// granted reports whether w's wake is closed.
+func (w *waiter) granted() bool {
+	select {
+	case <-w.wake:
+		return true
+	default:
+		return false
+	}
 }
 
-// taken is what the controllers took for an attempt that goes.
+// taken is what the controllers took for an attempt: its permit.
 type taken struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
-	probe      uint64 // the breaker made it the probe with this ticket
-	quota      bool   // quota pacing counted it
-	slot       bool   // it holds a slot of the concurrency limit
-	turn       bool   // the static rate's turn it took, given back if it is not sent
+	probe      uint64  // the breaker made it the probe with this ticket
+	quota      bool    // quota pacing counted it
+	slot       bool    // it holds a slot of the concurrency limit
+	turn       bool    // the static rate's turn it took, given back if it is not sent
+	waiter     *waiter // its place in a pacer's line: left if it gives up waiting (undo only)
+}
+
+// with is t and what u took too.
+func (t taken) with(u taken) taken {
+	return taken{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
+		probe: max(t.probe, u.probe), quota: t.quota || u.quota, slot: t.slot || u.slot, turn: t.turn || u.turn}
 }
 
 // verdictOf is a controller's answer.
 type verdictOf struct {
 	act    act
-	reason GiveUpReason  // with actRefuse; with actWait and actQueue, if it cannot wait
-	q      queuer        // with actQueue: the line to wait in
-	wait   time.Duration // with actWait
-	again  bool          // with actWait: ask again once the wait is over
+	reason GiveUpReason  // with actRefuse; with actWait, if it cannot wait
+	wait   time.Duration // with actWait: how long at most; < 0: until wake
+	wake   <-chan struct{}
+	waiter *waiter // with actWait: the attempt's place in the line, to ask with again
 	taken
 }
 
@@ -152,18 +185,16 @@ type gate struct {
 // hostState is one host's admission: its health and its controllers.
 type hostState struct {
 	health health
-	bud    budgetCtl // with a budget
-	cb     circuit   // with a breaker
-	ctls   []controller
-	buf    [2]controller // ctls' array: the list costs no allocation
-	lat    *latencies    // recent latencies, with hedging only
-	host   string        // the canonical host, for breaker events
-	pacers []controller  // the pacers that are on, in their order
-	pbuf   [4]controller // pacers' array
+	ctls   []controller  // the controllers that are on, in their order
+	buf    [6]controller // ctls' array: the list costs no allocation
+	bud    budgetCtl     // with a budget
+	cb     circuit       // with a breaker
 	thr    throttle
 	rate   staticRate
 	quo    quota
 	lim    limiter
+	lat    *latencies // recent latencies, with hedging only
+	host   string     // the canonical host, for breaker events
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
@@ -172,21 +203,52 @@ type hostState struct {
 // ticket is one request's admission state: what the gate's methods are
 // given, in place of the request.
 type ticket struct {
-	hs         *hostState      // the host's admission state; nil with no budget, breaker, hedging or pacer
-	ctx        context.Context // the request's
-	meEnd      time.Time       // when WithMaxElapsed ends it, zero if never
-	start      int64           // mono: when the attempt in flight started
-	sec        int64           // the Unix second the request began in
-	firstFail  time.Time       // when its first attempt failed
-	span       time.Duration   // how long after firstFail a retry of it may be held (its share of the schedule)
-	wasHeld    bool            // a retry of it was held
-	retry      bool            // the attempt in flight is a retry or a probe
-	charged    bool            // the next attempt is charged to the budget, in chargedSec
-	chargedSec int64
-	probe      uint64 // the attempt in flight is this probe, if not 0
-	quota      bool   // the attempt in flight was counted by quota pacing
-	slot       bool   // the attempt in flight holds a slot of the concurrency limit
-	lastDelay  time.Duration
+	hs        *hostState      // the host's admission state; nil with no budget, breaker, hedging or pacer
+	ctx       context.Context // the request's
+	meEnd     time.Time       // when WithMaxElapsed ends it, zero if never
+	p         taken           // the permit of the attempt to come, or in flight: what the controllers took for it
+	start     int64           // mono: when the attempt in flight started
+	sec       int64           // the Unix second the request began in
+	firstFail time.Time       // when its first attempt failed
+	span      time.Duration   // how long after firstFail a retry of it may be held (its share of the schedule)
+	wasHeld   bool            // a retry of it was held
+	retry     bool            // the attempt in flight is a retry or a probe
+	lastDelay time.Duration
+}
+
+// controllers is admission's list, in its order, written once: for each
+// controller, whether a Transport has it on, and how a new host gets it.
+var controllers = [...]struct {
+	on  func(g *gate) bool
+	add func(g *gate, h *hostState) controller
+}{
+	{func(g *gate) bool { return g.budget != nil }, func(g *gate, h *hostState) controller {
+		h.bud.attach(g.budget, h.host, unixSecond())
+		return &h.bud
+	}},
+	{func(g *gate) bool { return g.breaker != nil }, func(g *gate, h *hostState) controller {
+		h.cb.init(g.breaker, &g.tickets)
+		return &h.cb
+	}},
+	{func(g *gate) bool { return g.throttle != 0 }, func(g *gate, h *hostState) controller {
+		h.thr.init(g.throttle)
+		h.thr.watch(g.gauges.of(gaugeThrottle))
+		return &h.thr
+	}},
+	{func(g *gate) bool { return g.rate != nil }, func(g *gate, h *hostState) controller {
+		h.rate.init(g.rate)
+		return &h.rate
+	}},
+	{func(g *gate) bool { return g.quota != nil }, func(g *gate, h *hostState) controller {
+		h.quo.init(g.quota)
+		h.quo.watch(g.gauges.of(gaugeQuota))
+		return &h.quo
+	}},
+	{func(g *gate) bool { return g.limit != nil }, func(g *gate, h *hostState) controller {
+		h.lim.init(g.limit)
+		h.lim.watch(g.gauges.of(gaugeLimit))
+		return &h.lim
+	}},
 }
 
 func newGate(c *config, breaker *BreakerConfig) *gate {
@@ -199,21 +261,17 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 	g.hosts.init = func(key string, h *hostState) {
 		h.host = key
 		h.ctls = h.buf[:0]
-		if g.budget != nil {
-			h.bud.attach(g.budget, key)
-			h.ctls = append(h.ctls, &h.bud)
-		}
-		if g.breaker != nil {
-			h.cb.init(g.breaker, &g.tickets)
-			h.ctls = append(h.ctls, &h.cb)
+		for _, c := range controllers {
+			if c.on(g) {
+				h.ctls = append(h.ctls, c.add(g, h))
+			}
 		}
 		if g.hedge != nil {
 			h.lat = new(latencies)
 		}
-		g.initPacers(h)
 	}
 	g.hosts.evictable = func(h *hostState) bool {
-		if !h.cb.idle() || h.health.score.Load() != 0 || !h.pacersQuiet() {
+		if !h.cb.idle() || h.health.score.Load() != 0 || !h.pacersQuiet(mono()) {
 			return false
 		}
 		h.bud.detach() // evicted: the shared Budget's entry may go once no one points to it
@@ -232,64 +290,128 @@ func (g *gate) enter(t *ticket, scheme, host string) {
 }
 
 // admitFirst asks the controllers for a first attempt: the budget counts
-// it, and only FailFast refuses one, while the host's breaker is open;
-// then the pacers (pacing.go), if any is on. It returns why the attempt
-// may not go, or the context's error if it ended while the attempt waited
-// for a pacer.
+// it, only FailFast refuses one, while the host's breaker is open, and
+// the pacers may make it wait or refuse it. It returns why the attempt may
+// not go, or the context's error if it ended while the attempt waited for
+// a pacer.
 func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
 	hs := t.hs
-	if !hs.cb.opened() {
+	if !g.paced && !hs.cb.opened() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
 		hs.bud.countFirst(t.sec)
-	} else {
-		v := g.ask(hs, ask{kind: kindFirst, sec: t.sec, healthy: true, at: time.Now()})
-		if v.act != actSend {
-			return v.reason, nil
-		}
-		t.probe = v.probe
+		return "", nil
 	}
-	if g.paced {
-		if reason, err := g.pace(t, 1); reason != "" || err != nil {
-			g.abandon(t) // the probe it may have been
-			return reason, err
-		}
+	a := t.question(kindFirst)
+	a.sec, a.healthy = t.sec, true
+	v, err := g.admit(t, a)
+	if v.act != actSend {
+		return v.reason, err
 	}
+	t.start = mono() // sent now: its latency and staleness count from here, not from its waits
 	return "", nil
 }
 
-// ask asks each controller in order: the first refusal decides; a hold
-// decides if no one refuses. An attempt that does not go takes nothing.
-func (g *gate) ask(hs *hostState, a ask) verdictOf {
-	v := send
-	for _, c := range hs.ctls {
-		w := c.admit(a)
-		v.charged, v.chargedSec = v.charged || w.charged, max(v.chargedSec, w.chargedSec)
-		v.probe = max(v.probe, w.probe)
-		switch w.act {
-		case actRefuse:
-			g.undo(hs, v.taken)
-			return w
-		case actHold:
-			v.act = actHold
+// admit asks each of the host's controllers, in order, about an attempt
+// of a.kind, and waits out each wait one asks for before asking it again:
+// the first refusal decides; a hold decides if no one refuses. What they
+// take goes into the permit (t.p); an attempt that does not go takes
+// nothing. A wait that the context ends returns its error, with the
+// waiting pacer's reason, none if the caller canceled it.
+func (g *gate) admit(t *ticket, a ask) (verdictOf, error) {
+	held := false
+	for _, c := range t.hs.ctls {
+		v, err := t.ask(c, a)
+		t.p = t.p.with(v.taken)
+		switch {
+		case v.act == actRefuse:
+			g.cancel(t)
+			return v, err
+		case v.act == actHold:
+			held = true
 		}
 	}
-	if v.act == actHold {
-		g.undo(hs, v.taken)
-		return hold
+	if held {
+		g.cancel(t)
+		return hold, nil
 	}
-	return v
+	return send, nil
 }
 
-// undo gives back what the controllers took for an attempt not sent.
-func (g *gate) undo(hs *hostState, t taken) {
-	if t != (taken{}) {
-		now := time.Now()
-		for _, c := range hs.ctls {
-			c.undo(t, now)
+// ask asks c about an attempt, and asks it again after each wait it
+// asks for: at a time, or when its line moves. A wait that ends with the
+// context leaves the line, and refuses with the context's error.
+func (t *ticket) ask(c controller, a ask) (verdictOf, error) {
+	began := a.now
+	for turn := 0; ; turn++ {
+		v := c.admit(a)
+		if v.act != actWait {
+			return v, nil
+		}
+		err := await(t.ctx, v.wake, nil, v.wait)
+		if err == nil && turn == maxWaitTurns {
+			err = errTooManyWaits
+		}
+		if dl, ok := t.ctx.Deadline(); err == nil && ok && !time.Now().Before(dl) {
+			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
+		}
+		if err != nil {
+			c.undo(taken{waiter: v.waiter}, time.Time{})
+			return refuse(callersEnd(v.reason, err)), err
+		}
+		a.at = time.Now()
+		a.now = monoAt(a.at)
+		a.waited, a.turn, a.waiter = time.Duration(a.now-began), turn+1, v.waiter
+	}
+}
+
+// maxWaitTurns bounds the waits of one attempt in one pacer: each
+// follows a move of its line or the time it was told; errTooManyWaits
+// ends it past that (never in practice).
+const maxWaitTurns = 1 << 20
+
+var errTooManyWaits = errors.New("retryhttp: waited too often for a pacer")
+
+// question is a new question of kind kd about t's host, now: whether the
+// host is failing, and by when (mono) the attempt must have gone, the
+// sooner of the context's deadline and WithMaxElapsed's end, 0 if
+// neither.
+func (t *ticket) question(kd kind) ask {
+	now := time.Now()
+	m := monoAt(now)
+	a := ask{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
+	if dl, ok := t.ctx.Deadline(); ok {
+		a.deadline = m + max(int64(dl.Sub(now)), 1)
+	}
+	if !t.meEnd.IsZero() {
+		if end := m + int64(t.meEnd.Sub(now)); a.deadline == 0 || end < a.deadline {
+			a.deadline = max(end, 1)
 		}
 	}
+	return a
+}
+
+// callersEnd is the reason a wait for a pacer that ended in err gives:
+// none if the caller canceled it (the caller's doing, not the pacer's
+// refusal), else the pacer's.
+func callersEnd(reason GiveUpReason, err error) GiveUpReason {
+	if errors.Is(err, context.Canceled) {
+		return ""
+	}
+	return reason
+}
+
+// cancel gives back the permit of an attempt that is not sent: whatever
+// the controllers took for it.
+func (g *gate) cancel(t *ticket) {
+	if t.hs != nil && t.p != (taken{}) {
+		now := time.Now()
+		for _, c := range t.hs.ctls {
+			c.undo(t.p, now)
+		}
+	}
+	t.p = taken{}
 }
 
 // sending notes attempt n, about to go: when it started, and whether it
@@ -298,25 +420,23 @@ func (g *gate) sending(t *ticket, n int) {
 	if n > 1 {
 		t.start = mono()
 	}
-	t.retry = n > 1 || t.probe != 0
+	t.retry = n > 1 || t.p.probe != 0
 }
 
 // record takes an attempt's result into the host's health and tells the
-// controllers, once. A failure of an attempt that started before an
-// answer from the host is stale: it changes nothing.
+// controllers, once, with what its permit took: the permit is used. A
+// failure of an attempt that started before an answer from the host is
+// stale: it changes nothing.
 func (g *gate) record(t *ticket, r *result) {
 	hs := t.hs
 	if hs == nil {
 		return
 	}
-	if g.paced {
-		g.paceRecord(t, r)
-	}
 	o := g.seenOf(t, r)
-	if o.answered && o.probe == 0 && hs.cb.quiet() {
+	t.p = taken{}
+	if !g.paced && o.answered && o.probe == 0 && hs.cb.quiet() {
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
-	o.at = time.Now()
 	var ch change
 	for _, c := range hs.ctls {
 		if x := c.observe(o); x.opened || x.closed {
@@ -334,24 +454,32 @@ func (g *gate) record(t *ticket, r *result) {
 // seenOf takes an attempt's result into the host's health, and says what
 // the controllers are told of it: an answer (lend: from a host that
 // served no one, with a budget that owes nothing), a fresh failure (trip:
-// one that opens the breaker), or nothing (a stale failure, a cancel).
+// one that opens the breaker), or nothing (a stale failure, a cancel);
+// and, with pacers, how it went.
 func (g *gate) seenOf(t *ticket, r *result) seen {
 	hs := t.hs
-	o := seen{retry: t.retry, probe: t.probe}
-	t.probe = 0
+	o := seen{retry: t.retry, probe: t.p.probe}
+	o.at = time.Now()
+	o.now = monoAt(o.at)
 	switch {
 	case r.err == nil && !r.retryable:
-		m := mono()
-		o.lend = hs.health.outage(m) && (g.budget == nil || hs.bud.solvent())
-		hs.health.answer(t.start, m)
+		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
+		hs.health.answer(t.start, o.now)
 		o.answered = true
 	case r.retryable && (!r.notSent || isDialError(r.err)) && !hs.health.stale(t.start):
 		// A refused connection reached no application, but says that
 		// the host serves no one: it counts, though it costs nothing.
-		m := mono()
-		s := hs.health.fail(m, g.scoreCap())
+		s := hs.health.fail(o.now, g.scoreCap())
 		o.failed = true
-		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(m)
+		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
+	}
+	if g.paced {
+		canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
+		o.sent, o.canceled, o.rejected = !r.notSent && !canceled, canceled, rejected(r)
+		o.slot, o.quota, o.start, o.rtt = t.p.slot, t.p.quota, t.start, o.now-t.start
+		if r.resp != nil {
+			o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, o.at
+		}
 	}
 	return o
 }
@@ -394,18 +522,11 @@ func (g *gate) scoreCap() int32 {
 	return failingAfter
 }
 
-// abandon ends the probe in flight without a result, and gives back what
-// the pacers took for the attempt: the base panicked, or the attempt is
-// not sent after all.
+// abandon gives back the permit of an attempt whose base panicked: all
+// but its budget charge, for it may have reached the host.
 func (g *gate) abandon(t *ticket) {
-	if t.hs != nil && t.probe != 0 {
-		t.hs.cb.undo(taken{probe: t.probe}, time.Now())
-		t.probe = 0
-	}
-	if t.hs != nil && (t.quota || t.slot) {
-		g.unpace(t.hs, taken{quota: t.quota, slot: t.slot})
-		t.quota, t.slot = false, false
-	}
+	t.p.charged = false
+	g.cancel(t)
 }
 
 // admission is what becomes of a retry that the ladder allows.
@@ -421,17 +542,16 @@ const (
 // reached the server), is held, or gives up now, without a wait.
 func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
 	hs := t.hs
-	t.charged = false
 	if hs == nil {
 		return admitWait, ""
 	}
-	m := mono()
+	a := t.question(kindRetry)
+	m := a.now
 	if hs.health.outage(m) && g.mayHold(hs, m) {
 		return admitHold, "" // the host serves no one: wait for it, uncharged
 	}
-	a := g.question(hs, kindRetry)
 	a.free = r.notSent
-	v := g.ask(hs, a)
+	v, _ := g.admit(t, a) // no controller asks a retry to wait before its own wait
 	switch v.act {
 	case actRefuse:
 		if v.reason == GiveUpBudget && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
@@ -447,7 +567,6 @@ func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
 		}
 		return admitHold, ""
 	}
-	t.charged, t.chargedSec, t.probe = v.charged, v.chargedSec, v.probe
 	return admitWait, ""
 }
 
@@ -468,17 +587,11 @@ func (g *gate) mayHold(hs *hostState, m int64) bool {
 	return hs.bud.room(secondOf(m))
 }
 
-// question is a new question of kind about host hs, now.
-func (g *gate) question(hs *hostState, kd kind) ask {
-	m := mono()
-	return ask{kind: kd, sec: secondOf(m), healthy: !hs.health.failing(m), at: time.Now()}
-}
-
 // afterWait passes a retry whose wait has ended: if the breaker opened
 // meanwhile, it is held (with FailFast, it goes only as the probe).
 func (g *gate) afterWait(t *ticket, notBefore, limit time.Time) (GiveUpReason, error) {
 	hs := t.hs
-	if hs == nil || g.breaker == nil || t.probe != 0 {
+	if hs == nil || g.breaker == nil || t.p.probe != 0 {
 		return "", nil
 	}
 	if !hs.cb.opened() {
@@ -487,12 +600,12 @@ func (g *gate) afterWait(t *ticket, notBefore, limit time.Time) (GiveUpReason, e
 		}
 	}
 	if g.breaker.FailFast {
-		v := hs.cb.admit(ask{kind: kindProbe, at: time.Now()})
+		v := hs.cb.admit(t.question(kindProbe))
 		if v.act == actRefuse {
 			g.refund(t)
 			return v.reason, nil
 		}
-		t.probe = v.probe
+		t.p.probe = v.probe
 		return "", nil
 	}
 	return g.hold(t, notBefore, limit)
@@ -538,7 +651,7 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 		if done {
 			return end, ticket, nil
 		}
-		if err := await(ctx, changed, w.wake, next.Sub(now)); err != nil {
+		if err := await(ctx, changed, w.wake, max(next.Sub(now), 0)); err != nil {
 			cb.quit(w, time.Now())
 			return holdGiveUp, 0, err
 		}
@@ -556,7 +669,7 @@ func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason
 	if end == holdProbe {
 		kd = kindProbe
 	}
-	a := g.question(hs, kd)
+	a := t.question(kd)
 	// Released: the host has answered, the floor is back. At its limit
 	// with no retry seen failing: it was held for the floor. The probe of
 	// a crowd (a process's many callers held together): the floor too,
@@ -578,7 +691,8 @@ func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason
 	}
 	switch {
 	case v.act == actSend:
-		t.charged, t.chargedSec, t.probe = v.charged, v.chargedSec, ticket
+		t.p = t.p.with(v.taken)
+		t.p.probe = ticket
 		return "", false
 	case end == holdProbe:
 		hs.cb.reprobe(ticket, time.Now())
@@ -600,15 +714,15 @@ func (g *gate) mayHedge(t *ticket) bool {
 	if g.budget == nil {
 		return true
 	}
-	return hs.bud.admit(g.question(hs, kindHedge)).act == actSend
+	return hs.bud.admit(t.question(kindHedge)).act == actSend
 }
 
 // refund gives back the charge of a retry that was never sent.
 func (g *gate) refund(t *ticket) {
-	if t.charged && t.hs != nil && g.budget != nil {
-		t.hs.bud.undo(taken{charged: true, chargedSec: t.chargedSec}, time.Time{})
+	if t.p.charged && t.hs != nil && g.budget != nil {
+		t.hs.bud.undo(taken{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
 	}
-	t.charged = false
+	t.p.charged, t.p.chargedSec = false, 0
 }
 
 // sleep waits for d, or until ctx ends, and then returns ctx.Err().
@@ -626,14 +740,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// await waits for a change, a wake, d, or the end of ctx.
+// await waits for a change, a wake, d (none if d < 0), or the end of
+// ctx.
 func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(max(d, 0))
-	defer t.Stop()
+	var timeout <-chan time.Time
+	if d >= 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-changed:
 	case <-wake:
-	case <-t.C:
+	case <-timeout:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
