@@ -59,11 +59,11 @@ type limiter struct {
 	mu        sync.Mutex
 	limit     float64
 	inflight  int
-	waiters   []*waiter       // FIFO; one whose wake is closed was granted a slot
-	minRTT    [2]int64        // the fastest answer of this window and of the last
-	ownSlow   float64         // the share of slow answers of rounds in which at most half the limit was in use, smoothed; -1: none yet
-	leastSlow [2]float64      // the least share of slow answers of a round, this window and the last
-	windowAt  int64           // mono start of this window
+	waiters   []*waiter  // FIFO; one whose wake is closed was granted a slot
+	minRTT    [2]int64   // the fastest answer of this window and of the last
+	ownSlow   float64    // the share of slow answers of rounds in which at most half the limit was in use, smoothed; -1: none yet
+	leastSlow [2]float64 // the least share of slow answers of a round, this window and the last
+	windowAt  int64      // mono start of this window
 	round     limitRoundCount
 	g         *stateGauge
 }

@@ -40,7 +40,7 @@ type staticRate struct {
 	cfg     *rateConfig
 	mu      sync.Mutex
 	tokens  float64
-	at      int64     // mono of tokens
+	at      int64         // mono of tokens
 	line    []*waiter     // first come first
 	changed chan struct{} // closed, and replaced, when the line moves up
 }
