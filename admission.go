@@ -474,12 +474,7 @@ func (g *gate) seenOf(t *ticket, r *result) seen {
 		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
 	}
 	if g.paced {
-		canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
-		o.sent, o.canceled, o.rejected = !r.notSent && !canceled, canceled, rejected(r)
-		o.slot, o.quota, o.start, o.rtt = t.p.slot, t.p.quota, t.start, o.now-t.start
-		if r.resp != nil {
-			o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, o.at
-		}
+		o.pacing(t, r)
 	}
 	return o
 }
@@ -665,27 +660,7 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 // gives up, GiveUpBudget.
 func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason, again bool) {
 	hs := t.hs
-	kd := kindLeave
-	if end == holdProbe {
-		kd = kindProbe
-	}
-	a := t.question(kd)
-	// Released: the host has answered, the floor is back. At its limit
-	// with no retry seen failing: it was held for the floor. The probe of
-	// a crowd (a process's many callers held together): the floor too,
-	// so that its callers learn of the recovery within a probe's gap,
-	// not when the share next has room; one instance of a fleet, with a
-	// few held, probes on its share alone.
-	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
-		(end == holdProbe && hs.cb.holding() >= crowdSize)
-	v, lent := send, false
-	if g.budget != nil {
-		v = hs.bud.admit(a)
-		if v.act != actSend && end == holdReleased && hs.cb.borrow() {
-			hs.bud.lend(a.sec) // released by a recovery, beyond the share
-			v, lent = verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}, true
-		}
-	}
+	v, lent := g.charge(t, end)
 	if f := g.onRelease; f != nil && v.act == actSend && end == holdReleased {
 		f(hs.host, lent)
 	}
@@ -699,6 +674,34 @@ func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason
 		return "", true
 	}
 	return GiveUpBudget, false
+}
+
+// charge asks the budget for a retry leaving its hold as end says, and
+// lends beyond the share to one that a recovery released (lent).
+func (g *gate) charge(t *ticket, end holdEnd) (v verdictOf, lent bool) {
+	if g.budget == nil {
+		return send, false
+	}
+	hs := t.hs
+	kd := kindLeave
+	if end == holdProbe {
+		kd = kindProbe
+	}
+	a := t.question(kd)
+	// Released: the host has answered, the floor is back. At its limit
+	// with no retry seen failing: it was held for the floor. The probe of
+	// a crowd (a process's many callers held together): the floor too,
+	// so that its callers learn of the recovery within a probe's gap,
+	// not when the share next has room; one instance of a fleet, with a
+	// few held, probes on its share alone.
+	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
+		(end == holdProbe && hs.cb.holding() >= crowdSize)
+	v = hs.bud.admit(a)
+	if v.act != actSend && end == holdReleased && hs.cb.borrow() {
+		hs.bud.lend(a.sec) // released by a recovery, beyond the share
+		return verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}, true
+	}
+	return v, false
 }
 
 // mayHedge asks for a hedge: none while the host's breaker is open or

@@ -154,15 +154,8 @@ func canonicalHost(scheme, host string, buf *[maxHostKey]byte) (s string, b []by
 	case scheme == "http" && strings.HasSuffix(host, ":80"):
 		trimmed = host[:len(host)-3]
 	}
-	upper := false
-	for i := 0; i < len(trimmed); i++ {
-		if c := trimmed[i]; 'A' <= c && c <= 'Z' {
-			upper = true
-			break
-		}
-	}
 	switch {
-	case !upper:
+	case !hasUpper(trimmed):
 		return trimmed, nil
 	case len(trimmed) > maxHostKey:
 		return strings.ToLower(trimmed), nil
@@ -176,4 +169,14 @@ func canonicalHost(scheme, host string, buf *[maxHostKey]byte) (s string, b []by
 		b[i] = c
 	}
 	return "", b
+}
+
+// hasUpper reports whether s has an ASCII upper-case letter.
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
 }

@@ -195,6 +195,25 @@ func (l *limiter) observe(o seen) change {
 // so that no round shows its own spread, looks queued, and the limit
 // falls towards min. docs/overload.md says so; min is the floor.
 func (l *limiter) adapt(o seen) {
+	slow := l.slow(o)
+	switch {
+	case o.rejected:
+		l.round.drops++
+	case o.canceled && !slow:
+		return // ended by its caller: it says only that it was at least that slow
+	case slow:
+		l.round.slow++
+	}
+	l.round.n++
+	if l.round.n >= max(int(l.limit), limitRound) {
+		l.endRound()
+	}
+}
+
+// slow notes how long o took, and reports whether that was slow: more
+// than limitTolerance × the fastest answer of this window and the last
+// (a window is limitMinWindow long); mu is held.
+func (l *limiter) slow(o seen) bool {
 	if o.now-l.windowAt > int64(limitMinWindow) {
 		l.minRTT = [2]int64{0, l.minRTT[0]}
 		l.leastSlow = [2]float64{1, l.leastSlow[0]}
@@ -207,19 +226,13 @@ func (l *limiter) adapt(o seen) {
 	if l.minRTT[1] != 0 {
 		fastest = min(fastest, l.minRTT[1])
 	}
-	slow := fastest > 0 && float64(o.rtt) > limitTolerance*float64(fastest)
-	switch {
-	case o.rejected:
-		l.round.drops++
-	case o.canceled && !slow:
-		return // ended by its caller: it says only that it was at least that slow
-	case slow:
-		l.round.slow++
-	}
-	l.round.n++
-	if l.round.n < max(int(l.limit), limitRound) {
-		return
-	}
+	return fastest > 0 && float64(o.rtt) > limitTolerance*float64(fastest)
+}
+
+// endRound moves the limit on a round's answers, and learns the host's
+// own share of slow answers from a round in which at most half the limit
+// was in use; mu is held.
+func (l *limiter) endRound() {
 	n := float64(l.round.n)
 	share := float64(l.round.slow) / n
 	own := min(l.leastSlow[0], l.leastSlow[1])
@@ -227,13 +240,12 @@ func (l *limiter) adapt(o seen) {
 		own = max(own, l.ownSlow)
 	}
 	queued := own < 1 && share > own+limitSlowShare+2*math.Sqrt(own*(1-own)/n)
-	lo, hi := float64(l.cfg.min), float64(l.cfg.max)
 	unloaded := float64(l.inflight)*2 <= l.limit
 	switch {
 	case l.round.drops > 0 || queued:
-		l.limit = math.Max(lo, l.limit*limitBackoff)
+		l.limit = math.Max(float64(l.cfg.min), l.limit*limitBackoff)
 	case !unloaded:
-		l.limit = math.Min(hi, l.limit+1)
+		l.limit = math.Min(float64(l.cfg.max), l.limit+1)
 	}
 	if unloaded {
 		if l.ownSlow < 0 {

@@ -31,6 +31,18 @@ func (g *gate) pace(t *ticket) (GiveUpReason, error) {
 	return v.reason, err
 }
 
+// pacing fills in what the pacers are told of an attempt they let go,
+// which ended at o.now with r: whether it reached the host, how long it
+// took, whether the host turned it away, and what the answer said.
+func (o *seen) pacing(t *ticket, r *result) {
+	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
+	o.sent, o.canceled, o.rejected = !r.notSent && !canceled, canceled, rejected(r)
+	o.slot, o.quota, o.start, o.rtt = t.p.slot, t.p.quota, t.start, o.now-t.start
+	if r.resp != nil {
+		o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, o.at
+	}
+}
+
 // rejected reports whether the host turned an attempt away, or could not
 // take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
 // context's deadline) or a connection error. Any other answer, a 500

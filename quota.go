@@ -95,42 +95,55 @@ func (q *quota) admit(a ask) verdictOf {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var wait int64
-	for i := range q.parts {
-		p := &q.parts[i]
-		if a.now >= p.reset && !p.roll(a.now) {
-			continue // reset since it was said, to an unknown size
-		}
-		left := p.left(a.now)
-		switch {
-		case left < 1:
-			jitter := min(int64(quotaJitterMax), p.window/10)
-			w := p.reset - a.now
-			if jitter > 0 {
-				w += rand.Int64N(jitter + 1)
-			}
-			wait = max(wait, w)
-		case q.cfg.spread:
-			wait = max(wait, p.next-a.now)
-		}
-	}
-	if wait > 0 {
+	if wait := q.due(a.now); wait > 0 {
 		if a.waited+time.Duration(wait) > q.cfg.maxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= maxQuotaTurns {
 			return refuse(GiveUpQuota)
 		}
 		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota}
 	}
+	q.spend(a.now)
+	return verdictOf{act: actSend, taken: taken{quota: true}}
+}
+
+// due is how long from now an attempt must wait for every quota it would
+// spend to have some left (plus jitter past a reset), or, spread, for its
+// turn; 0 if none; mu is held.
+func (q *quota) due(now int64) int64 {
+	var wait int64
 	for i := range q.parts {
 		p := &q.parts[i]
-		if q.cfg.spread && a.now < p.reset {
-			if left := p.left(a.now); left >= 1 {
-				p.next = max(a.now, p.next) + int64(float64(p.reset-a.now)/left)
+		if now >= p.reset && !p.roll(now) {
+			continue // reset since it was said, to an unknown size
+		}
+		left := p.left(now)
+		switch {
+		case left < 1:
+			jitter := min(int64(quotaJitterMax), p.window/10)
+			w := p.reset - now
+			if jitter > 0 {
+				w += rand.Int64N(jitter + 1)
+			}
+			wait = max(wait, w)
+		case q.cfg.spread:
+			wait = max(wait, p.next-now)
+		}
+	}
+	return wait
+}
+
+// spend counts an attempt that goes now against every quota, and, spread,
+// moves each quota's next turn on; mu is held.
+func (q *quota) spend(now int64) {
+	for i := range q.parts {
+		p := &q.parts[i]
+		if q.cfg.spread && now < p.reset {
+			if left := p.left(now); left >= 1 {
+				p.next = max(now, p.next) + int64(float64(p.reset-now)/left)
 			}
 		}
 		p.since++
 	}
 	q.inflight++
-	return verdictOf{act: actSend, taken: taken{quota: true}}
 }
 
 // roll moves a quota whose reset has passed on to its window now, full,
@@ -198,48 +211,14 @@ func (q *quota) take(r quotaReading, now int64) {
 		r.reset = quotaMinReset // spent, and a reset in whole seconds rounded down to 0: not at once
 	}
 	reset := now + int64(r.reset)
-	var p *quotaPart
-	for i := range q.parts {
-		if q.parts[i].key == r.key {
-			p = &q.parts[i]
-			break
-		}
-	}
+	p := q.part(r.key)
 	switch {
-	case p == nil && len(q.parts) == maxQuotaParts:
-		return
 	case p == nil:
-		q.parts = append(q.parts, quotaPart{key: strings.Clone(r.key)})
-		p = &q.parts[len(q.parts)-1]
+		return // as many quotas known as are kept
 	case now < p.reset && reset < p.reset-int64(time.Second):
 		return // an answer from a window that has ended, arriving late
 	case now < p.reset && r.reset <= time.Duration(p.reset-now)+time.Second:
-		// The same window. What went beyond this client's attempts sent
-		// since the last word (those then in flight included) went to
-		// others: their rate, smoothed. Answers come out of order: one
-		// that says more is left than is known, less this client's
-		// attempts answered since, is stale.
-		left := float64(r.remaining)
-		if p.guessed { // the first word since it rolled over
-			p.guessed = false
-		} else {
-			used := max(p.remaining-p.since-left, 0)
-			switch {
-			case p.remaining > 10*(left+1) && used > p.remaining/2:
-				// Most of the quota gone between two words, down to a
-				// tenth: the earlier word was wild (a billion left, then
-				// the truth), and learning others' use from it would make
-				// every window look spent at once; the client, sending
-				// one attempt a window, would never hear the words that
-				// correct it. The new word stands alone.
-			case now > p.obs:
-				p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
-			}
-			left = min(left, p.remaining-(p.since-float64(q.inflight)))
-		}
-		p.remaining, p.since, p.obs = left, float64(q.inflight), now
-		p.reset = min(p.reset, reset) // told in whole seconds, rounded up: the earliest is the closest
-		p.learn(r)
+		q.sameWindow(p, r, now, reset)
 		return
 	}
 	// A new window, or the first word of this quota.
@@ -248,6 +227,51 @@ func (q *quota) take(r quotaReading, now int64) {
 	if p.next > reset {
 		p.next = 0
 	}
+}
+
+// part is the quota named key, new if it is not known yet; nil if it is
+// not and as many are known as are kept; mu is held.
+func (q *quota) part(key string) *quotaPart {
+	for i := range q.parts {
+		if q.parts[i].key == key {
+			return &q.parts[i]
+		}
+	}
+	if len(q.parts) == maxQuotaParts {
+		return nil
+	}
+	q.parts = append(q.parts, quotaPart{key: strings.Clone(key)})
+	return &q.parts[len(q.parts)-1]
+}
+
+// sameWindow takes a word r about p's window, said at now, which ends
+// at reset. What went beyond this client's attempts sent since the last
+// word (those then in flight included) went to others: their rate,
+// smoothed. Answers come out of order: one that says more is left than
+// is known, less this client's attempts answered since, is stale. mu is
+// held.
+func (q *quota) sameWindow(p *quotaPart, r quotaReading, now, reset int64) {
+	left := float64(r.remaining)
+	if p.guessed { // the first word since it rolled over
+		p.guessed = false
+	} else {
+		used := max(p.remaining-p.since-left, 0)
+		switch {
+		case p.remaining > 10*(left+1) && used > p.remaining/2:
+			// Most of the quota gone between two words, down to a
+			// tenth: the earlier word was wild (a billion left, then
+			// the truth), and learning others' use from it would make
+			// every window look spent at once; the client, sending
+			// one attempt a window, would never hear the words that
+			// correct it. The new word stands alone.
+		case now > p.obs:
+			p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
+		}
+		left = min(left, p.remaining-(p.since-float64(q.inflight)))
+	}
+	p.remaining, p.since, p.obs = left, float64(q.inflight), now
+	p.reset = min(p.reset, reset) // told in whole seconds, rounded up: the earliest is the closest
+	p.learn(r)
 }
 
 // learn takes what a reading says of the quota's size and window, unless
@@ -321,39 +345,51 @@ type quotaReading struct {
 // -Reset, OpenAI's and Anthropic's request counts; and, on a 429 that
 // states none, its wait as a quota spent until then.
 func quotaReadings(h http.Header, status int, now time.Time, out []quotaReading) []quotaReading {
-	add := func(key string, left int64, reset time.Duration) {
-		if len(out) < cap(out) {
-			out = append(out, quotaReading{key, left, reset})
-		}
-	}
 	for _, line := range h.Values("Ratelimit") {
 		for _, item := range strings.Split(line, ",") {
 			if r, ok := ietfItem(item); ok {
-				add(r.key, r.remaining, r.reset)
+				out = addReading(out, r)
 			}
 		}
 	}
+	out = fieldReadings(h, now, out)
+	if len(out) == 0 && status == http.StatusTooManyRequests {
+		if d, ok := rateLimitWait(h, now); ok {
+			out = addReading(out, quotaReading{"429", 0, d})
+		}
+	}
+	return out
+}
+
+// fieldReadings adds to out the quotas said in fields of their own: the
+// RateLimit and X-RateLimit -Remaining and -Reset pairs, OpenAI's and
+// Anthropic's.
+func fieldReadings(h http.Header, now time.Time, out []quotaReading) []quotaReading {
 	for _, family := range [...]string{"Ratelimit", "X-Ratelimit"} {
 		left, ok1 := count(h.Get(family + "-Remaining"))
 		reset, ok2 := resetAt(h.Get(family+"-Reset"), now)
 		if ok1 && ok2 {
-			add(family, left, reset)
+			out = addReading(out, quotaReading{family, left, reset})
 		}
 	}
 	if left, ok := count(h.Get("X-Ratelimit-Remaining-Requests")); ok {
 		if reset, ok := goDuration(h.Get("X-Ratelimit-Reset-Requests")); ok {
-			add("openai", left, reset)
+			out = addReading(out, quotaReading{"openai", left, reset})
 		}
 	}
 	if left, ok := count(h.Get("Anthropic-Ratelimit-Requests-Remaining")); ok {
 		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(h.Get("Anthropic-Ratelimit-Requests-Reset"))); err == nil {
-			add("anthropic", left, min(max(t.Sub(now), 0), maxHint))
+			out = addReading(out, quotaReading{"anthropic", left, min(max(t.Sub(now), 0), maxHint)})
 		}
 	}
-	if len(out) == 0 && status == http.StatusTooManyRequests {
-		if d, ok := rateLimitWait(h, now); ok {
-			add("429", 0, d)
-		}
+	return out
+}
+
+// addReading adds r to out, if out has room left: out's capacity is the
+// most readings kept of one answer.
+func addReading(out []quotaReading, r quotaReading) []quotaReading {
+	if len(out) < cap(out) {
+		out = append(out, r)
 	}
 	return out
 }
