@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,10 @@ type controller interface {
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
 	observe(o seen) change
+	// idle reports whether forgetting the host at now would lose
+	// nothing of the controller's: nothing held, in use, awaited or known
+	// to reset later.
+	idle(now int64) bool
 }
 
 // kind is what asks for admission.
@@ -99,21 +104,29 @@ func (w *waiter) granted() bool {
 	}
 }
 
-// taken is what the controllers took for an attempt: its permit.
+// taken is what the controllers took for an attempt: its permit. The
+// budget's charge and the breaker's probe are the gate's to read too; what
+// a pacer took (a slot, a turn, a count of its quota) is its own, one bit
+// of paced per place in the host's list, told back to it as took.
 type taken struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
 	probe      uint64  // the breaker made it the probe with this ticket
-	quota      bool    // quota pacing counted it
-	slot       bool    // it holds a slot of the concurrency limit
-	turn       bool    // the static rate's turn it took, given back if it is not sent
-	waiter     *waiter // its place in a pacer's line: left if it gives up waiting (undo only)
+	paced      uint8   // bit i: the controller at place i of the list took something
+	took       bool    // to undo: this controller took something
+	waiter     *waiter // to undo: its place in this controller's line, left as it gives up waiting
 }
 
 // with is t and what u took too.
 func (t taken) with(u taken) taken {
 	return taken{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
-		probe: max(t.probe, u.probe), quota: t.quota || u.quota, slot: t.slot || u.slot, turn: t.turn || u.turn}
+		probe: max(t.probe, u.probe), paced: t.paced | u.paced}
+}
+
+// of is t as the controller at place i of the list is told it.
+func (t taken) of(i int) taken {
+	t.took = t.paced&(1<<i) != 0
+	return t
 }
 
 // verdictOf is a controller's answer.
@@ -125,6 +138,10 @@ type verdictOf struct {
 	waiter *waiter // with actWait: the attempt's place in the line, to ask with again
 	taken
 }
+
+// tookIt is the verdict of a pacer that let an attempt go and took
+// something for it, to be given back or told how it ended.
+var tookIt = verdictOf{act: actSend, taken: taken{took: true}}
 
 var (
 	send = verdictOf{act: actSend}
@@ -146,8 +163,7 @@ type seen struct {
 	sent     bool        // it reached the host, or may have, and was not canceled
 	canceled bool        // its context ended: how long it took is a lower bound
 	rejected bool        // the host turned it away: 429, 502, 503, 504, a timeout or a connection error
-	slot     bool        // it held a slot of the concurrency limit
-	quota    bool        // quota pacing counted it
+	took     bool        // this controller took something for it (a slot, a count of its quota)
 	now      int64       // mono when it ended
 	start    int64       // mono when it was sent
 	rtt      int64       // how long it took, in nanoseconds
@@ -164,17 +180,14 @@ type change struct{ opened, closed bool }
 // gate is a Transport's admission: its budget, breaker and hedging, its
 // pacers (pacing.go), and the state of every host it has sent to.
 type gate struct {
-	budget   *Budget        // nil: no budget
-	breaker  *BreakerConfig // resolved; nil: no breaker
-	hedge    *HedgeConfig   // nil: no hedging
-	throttle float64        // WithThrottle's ratio; 0: none
-	rate     *rateConfig    // nil: no static rate limit
-	quota    *quotaConfig   // nil: no quota pacing
-	limit    *limitConfig   // nil: no concurrency limit
-	paced    bool           // any pacer is on
-	gauges   *gauges        // the pacers' state, for the metrics; nil: none
-	hosts    hostMap[hostState]
-	tickets  atomic.Uint64 // names probes; its count is the probes claimed
+	cfg     *config        // the pacers' settings
+	budget  *Budget        // nil: no budget
+	breaker *BreakerConfig // resolved; nil: no breaker
+	hedge   *HedgeConfig   // nil: no hedging
+	paced   bool           // any pacer is on
+	gauges  *gauges        // the pacers' state, for the metrics; nil: none
+	hosts   hostMap[hostState]
+	tickets atomic.Uint64 // names probes; its count is the probes claimed
 	// notify reports a breaker transition (metrics, a log record, the
 	// user's callback), and onRelease a held retry released (the
 	// simulator's): the config's, so that no gate method needs a request.
@@ -189,12 +202,8 @@ type hostState struct {
 	buf    [6]controller // ctls' array: the list costs no allocation
 	bud    budgetCtl     // with a budget
 	cb     circuit       // with a breaker
-	thr    throttle
-	rate   staticRate
-	quo    quota
-	lim    limiter
-	lat    *latencies // recent latencies, with hedging only
-	host   string     // the canonical host, for breaker events
+	lat    *latencies    // recent latencies, with hedging only
+	host   string        // the canonical host, for breaker events
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
@@ -217,43 +226,48 @@ type ticket struct {
 }
 
 // controllers is admission's list, in its order, written once: for each
-// controller, whether a Transport has it on, and how a new host gets it.
+// controller, whether a Transport's settings turn it on, whether it is a
+// pacer, and how a new host gets it. A new pacer is its own file, its
+// reason (errors.go) and a line here.
 var controllers = [...]struct {
-	on  func(g *gate) bool
-	add func(g *gate, h *hostState) controller
+	on    func(c *config) bool
+	pacer bool
+	add   func(g *gate, h *hostState) controller
 }{
-	{func(g *gate) bool { return g.budget != nil }, func(g *gate, h *hostState) controller {
+	{func(c *config) bool { return c.budget != nil }, false, func(g *gate, h *hostState) controller {
 		h.bud.attach(g.budget, h.host, unixSecond())
 		return &h.bud
 	}},
-	{func(g *gate) bool { return g.breaker != nil }, func(g *gate, h *hostState) controller {
+	{func(c *config) bool { return c.breaker != nil }, false, func(g *gate, h *hostState) controller {
 		h.cb.init(g.breaker, &g.tickets)
 		return &h.cb
 	}},
-	{func(g *gate) bool { return g.throttle != 0 }, func(g *gate, h *hostState) controller {
-		h.thr.init(g.throttle)
-		h.thr.watch(g.gauges.of(gaugeThrottle))
-		return &h.thr
+	{func(c *config) bool { return c.throttle != 0 }, true, func(g *gate, _ *hostState) controller {
+		return newThrottle(g.cfg.throttle, g.gauges.of(gaugeThrottle))
 	}},
-	{func(g *gate) bool { return g.rate != nil }, func(g *gate, h *hostState) controller {
-		h.rate.init(g.rate)
-		return &h.rate
+	{func(c *config) bool { return c.rate != nil }, true, func(g *gate, _ *hostState) controller {
+		return newStaticRate(g.cfg.rate)
 	}},
-	{func(g *gate) bool { return g.quota != nil }, func(g *gate, h *hostState) controller {
-		h.quo.init(g.quota)
-		h.quo.watch(g.gauges.of(gaugeQuota))
-		return &h.quo
+	{func(c *config) bool { return c.quota != nil }, true, func(g *gate, _ *hostState) controller {
+		return newQuota(g.cfg.quota, g.gauges.of(gaugeQuota))
 	}},
-	{func(g *gate) bool { return g.limit != nil }, func(g *gate, h *hostState) controller {
-		h.lim.init(g.limit)
-		h.lim.watch(g.gauges.of(gaugeLimit))
-		return &h.lim
+	{func(c *config) bool { return c.limit != nil }, true, func(g *gate, _ *hostState) controller {
+		return newLimiter(g.cfg.limit, g.gauges.of(gaugeLimit))
 	}},
 }
 
+// paced reports whether any pacer is on.
+func (c *config) paced() bool {
+	for _, x := range controllers {
+		if x.pacer && x.on(c) {
+			return true
+		}
+	}
+	return false
+}
+
 func newGate(c *config, breaker *BreakerConfig) *gate {
-	g := &gate{budget: c.budget, breaker: breaker, hedge: c.hedge,
-		throttle: c.throttle, rate: c.rate, quota: c.quota, limit: c.limit, paced: c.paced(),
+	g := &gate{cfg: c, budget: c.budget, breaker: breaker, hedge: c.hedge, paced: c.paced(),
 		notify: c.breakerChanged, onRelease: c.onRelease}
 	if g.paced {
 		g.gauges = c.metrics.gauges()
@@ -261,9 +275,9 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 	g.hosts.init = func(key string, h *hostState) {
 		h.host = key
 		h.ctls = h.buf[:0]
-		for _, c := range controllers {
-			if c.on(g) {
-				h.ctls = append(h.ctls, c.add(g, h))
+		for _, x := range controllers {
+			if x.on(c) {
+				h.ctls = append(h.ctls, x.add(g, h))
 			}
 		}
 		if g.hedge != nil {
@@ -271,7 +285,8 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 		}
 	}
 	g.hosts.evictable = func(h *hostState) bool {
-		if !h.cb.idle() || h.health.score.Load() != 0 || !h.pacersQuiet(mono()) {
+		now := mono()
+		if h.health.score.Load() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
 			return false
 		}
 		h.bud.detach() // evicted: the shared Budget's entry may go once no one points to it
@@ -321,9 +336,12 @@ func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
 // waiting pacer's reason, none if the caller canceled it.
 func (g *gate) admit(t *ticket, a ask) (verdictOf, error) {
 	held := false
-	for _, c := range t.hs.ctls {
+	for i, c := range t.hs.ctls {
 		v, err := t.ask(c, a)
 		t.p = t.p.with(v.taken)
+		if v.took {
+			t.p.paced |= 1 << i
+		}
 		switch {
 		case v.act == actRefuse:
 			g.cancel(t)
@@ -407,8 +425,8 @@ func callersEnd(reason GiveUpReason, err error) GiveUpReason {
 func (g *gate) cancel(t *ticket) {
 	if t.hs != nil && t.p != (taken{}) {
 		now := time.Now()
-		for _, c := range t.hs.ctls {
-			c.undo(t.p, now)
+		for i, c := range t.hs.ctls {
+			c.undo(t.p.of(i), now)
 		}
 	}
 	t.p = taken{}
@@ -433,12 +451,14 @@ func (g *gate) record(t *ticket, r *result) {
 		return
 	}
 	o := g.seenOf(t, r)
+	p := t.p
 	t.p = taken{}
 	if !g.paced && o.answered && o.probe == 0 && hs.cb.quiet() {
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
 	var ch change
-	for _, c := range hs.ctls {
+	for i, c := range hs.ctls {
+		o.took = p.paced&(1<<i) != 0
 		if x := c.observe(o); x.opened || x.closed {
 			ch = x
 		}
@@ -705,19 +725,23 @@ func (g *gate) charge(t *ticket, end holdEnd) (v verdictOf, lent bool) {
 }
 
 // mayHedge asks for a hedge: none while the host's breaker is open or
-// retries are held, and each one spends the budget.
+// retries are held; each one spends the budget, and a pacer that would
+// take a turn, quota or slot for it refuses it (a copy takes none).
 func (g *gate) mayHedge(t *ticket) bool {
 	hs := t.hs
 	if hs.cb.opened() || hs.cb.holding() > 0 {
 		return false
 	}
-	if g.paced && (g.rate != nil || g.quota != nil || g.limit != nil) {
-		return false // a copy would take no turn, quota or slot: with those pacers, no hedging
+	a := t.question(kindHedge)
+	for i, c := range hs.ctls {
+		if v := c.admit(a); v.act != actSend {
+			for _, d := range hs.ctls[:i] {
+				d.undo(taken{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
+			}
+			return false
+		}
 	}
-	if g.budget == nil {
-		return true
-	}
-	return hs.bud.admit(t.question(kindHedge)).act == actSend
+	return true
 }
 
 // refund gives back the charge of a retry that was never sent.

@@ -161,7 +161,7 @@ func closeBody(b io.ReadCloser) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if k.t.p.probe != 0 || k.t.p.slot || k.t.p.quota {
+	if k.t.p.probe != 0 || k.t.p.paced != 0 {
 		// A panic in the base must not leave the host waiting for a
 		// probe that never ends, or a slot or quota that is never given back.
 		defer func() {

@@ -791,7 +791,7 @@ func (cb *circuit) lends() bool { return cb.lending.Load() }
 
 // idle reports whether forgetting the host would lose nothing of the
 // circuit's: closed, no probe in flight, nothing held.
-func (cb *circuit) idle() bool {
+func (cb *circuit) idle(int64) bool {
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	return !cb.open && cb.probing == 0 && cb.nHeld.Load() == 0

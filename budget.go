@@ -204,6 +204,10 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	return refuse(GiveUpBudget)
 }
 
+// idle: the budget's entry is the shared Budget's, kept as long as it is
+// pointed to (detach).
+func (c *budgetCtl) idle(int64) bool { return true }
+
 // attach points the controller at b's entry for host, in second sec.
 func (c *budgetCtl) attach(b *Budget, host string, sec int64) {
 	c.b, c.e = b, b.hosts.entry(host, nil, sec)

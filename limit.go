@@ -71,6 +71,14 @@ type limiter struct {
 // limitRoundCount counts a round's answers: in all, slow, and drops.
 type limitRoundCount struct{ n, slow, drops int }
 
+// newLimiter is a host's concurrency limit, its state shown on g.
+func newLimiter(cfg *limitConfig, g *stateGauge) *limiter {
+	l := new(limiter)
+	l.init(cfg)
+	l.g = g
+	return l
+}
+
 func (l *limiter) init(cfg *limitConfig) {
 	l.cfg, l.limit = cfg, float64(cfg.max)
 	l.leastSlow, l.ownSlow = [2]float64{1, 1}, -1
@@ -81,14 +89,17 @@ func (l *limiter) init(cfg *limitConfig) {
 // granted a slot or its deadline, or, with max waiting already, is
 // refused.
 func (l *limiter) admit(a ask) verdictOf {
-	if !a.kind.sending() {
+	switch {
+	case a.kind == kindHedge:
+		return refuse(GiveUpLimit) // a copy would hold no slot: none
+	case !a.kind.sending():
 		return send
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w := a.waiter; w != nil {
 		if w.granted() {
-			return verdictOf{act: actSend, taken: taken{slot: true}}
+			return verdictOf{act: actSend, taken: taken{took: true}}
 		}
 		if a.deadline != 0 && a.now >= a.deadline {
 			l.leaveLocked(w)
@@ -99,7 +110,7 @@ func (l *limiter) admit(a ask) verdictOf {
 	switch {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
-		return verdictOf{act: actSend, taken: taken{slot: true}}
+		return verdictOf{act: actSend, taken: taken{took: true}}
 	case len(l.waiters) >= l.cfg.max:
 		return refuse(GiveUpLimit)
 	}
@@ -125,9 +136,9 @@ func (l *limiter) cap() int { return max(int(l.limit), 1) }
 // place in line of one that gave up waiting (its slot, if it was granted
 // one as it gave up).
 func (l *limiter) undo(t taken, _ time.Time) {
-	if t.slot || t.waiter != nil {
+	if t.took || t.waiter != nil {
 		l.mu.Lock()
-		if t.slot {
+		if t.took {
 			l.releaseLocked()
 		}
 		if t.waiter != nil {
@@ -165,7 +176,7 @@ func (l *limiter) releaseLocked() {
 // observe frees the slot of an attempt that ended and, with a range,
 // adapts the limit to how it ended.
 func (l *limiter) observe(o seen) change {
-	if !o.slot {
+	if !o.took {
 		return change{}
 	}
 	l.mu.Lock()
@@ -264,12 +275,9 @@ func (l *limiter) waitersLen() int {
 	return len(l.waiters)
 }
 
-// watch sets the gauge that shows the limit.
-func (l *limiter) watch(g *stateGauge) { l.g = g }
-
-// quiet reports whether forgetting the host would lose nothing: no slot
+// idle reports whether forgetting the host would lose nothing: no slot
 // in use or awaited (none, if the limit is off).
-func (l *limiter) quiet() bool {
+func (l *limiter) idle(int64) bool {
 	if l.cfg == nil {
 		return true
 	}

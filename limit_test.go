@@ -67,7 +67,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		s := &secs[int(e.at/time.Second)]
 		s.served++
 		s.admitted = append(s.admitted, e.at-e.start)
-		l.observe(seen{slot: true, sent: true, now: base + int64(e.at), start: base + int64(e.start), rtt: int64(e.at - e.start)})
+		l.observe(seen{took: true, sent: true, now: base + int64(e.at), start: base + int64(e.start), rtt: int64(e.at - e.start)})
 		if len(queued) > 0 && running.Len() < capacity(e.at) {
 			serve(e.at, queued[0])
 			queued = queued[1:]
@@ -99,7 +99,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		case len(queued) < c:
 			queued = append(queued, now)
 		default:
-			l.observe(seen{slot: true, sent: true, rejected: true, now: base + int64(now), start: base + int64(now)})
+			l.observe(seen{took: true, sent: true, rejected: true, now: base + int64(now), start: base + int64(now)})
 		}
 	}
 	secs[last].limit = l.limit
@@ -181,7 +181,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	var l limiter
 	l.init(&limitConfig{min: 2, max: 2})
 	for range 2 {
-		if v := l.admit(ask{}); v.act != actSend || !v.slot {
+		if v := l.admit(ask{}); v.act != actSend || !v.took {
 			t.Fatalf("a free slot: %+v", v)
 		}
 	}
@@ -225,7 +225,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		t.Errorf("queue full: %v %v, want refused at once", got, err)
 	}
 	for want := 1; want <= 2; want++ {
-		l.observe(seen{slot: true}) // one slot frees: the next in line has it
+		l.observe(seen{took: true}) // one slot frees: the next in line has it
 		for range 1000 {
 			mu.Lock()
 			n := len(order)
@@ -240,15 +240,15 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	if !slices.Equal(order, []int{0, 1}) {
 		t.Errorf("served in order %v, want [0 1]", order)
 	}
-	l.observe(seen{slot: true})
+	l.observe(seen{took: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	_, got, err = waitInLine(ctx, &l, 5*time.Millisecond)
 	if !got || err != nil {
 		t.Errorf("a free slot after the others ended: %v %v", got, err)
 	}
-	l.observe(seen{slot: true})
-	l.observe(seen{slot: true})
+	l.observe(seen{took: true})
+	l.observe(seen{took: true})
 	if l.inflight != 0 || len(l.waiters) != 0 {
 		t.Errorf("after all ended: %d in flight, %d waiting", l.inflight, len(l.waiters))
 	}

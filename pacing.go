@@ -18,11 +18,6 @@ import (
 // attempt ends with, in an *Error whose Reason says which pacer.
 var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
 
-// paced reports whether any pacer is on.
-func (c *config) paced() bool {
-	return c.throttle != 0 || c.limit != nil || c.quota != nil || c.rate != nil
-}
-
 // pace asks the pacers whether a retry, its wait over, goes now: "" when
 // it may, once every wait asked for has passed; otherwise why not, or the
 // context's error if it ended during a wait.
@@ -37,7 +32,7 @@ func (g *gate) pace(t *ticket) (GiveUpReason, error) {
 func (o *seen) pacing(t *ticket, r *result) {
 	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
 	o.sent, o.canceled, o.rejected = !r.notSent && !canceled, canceled, rejected(r)
-	o.slot, o.quota, o.start, o.rtt = t.p.slot, t.p.quota, t.start, o.now-t.start
+	o.start, o.rtt = t.start, o.now-t.start
 	if r.resp != nil {
 		o.header, o.status, o.wall = r.resp.Header, r.resp.StatusCode, o.at
 	}
@@ -56,11 +51,4 @@ func rejected(r *result) bool {
 		return false
 	}
 	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
-}
-
-// pacersQuiet reports whether a host's pacers hold nothing that
-// forgetting it at now would lose: no slot in use or awaited, no quota
-// known to reset later.
-func (h *hostState) pacersQuiet(now int64) bool {
-	return h.lim.quiet() && h.rate.quiet(now) && h.quo.quiet(now)
 }

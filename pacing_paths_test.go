@@ -58,9 +58,9 @@ func TestFailFastBeforeThePacers(t *testing.T) {
 			WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
 		openBreaker(t, tr, new(atomic.Bool))
 		hs := hostOf(tr, "h")
-		hs.lim.mu.Lock()
-		hs.lim.inflight = 1 // a slot held by a request to the failing host that hangs
-		hs.lim.mu.Unlock()
+		pacerOf[limiter](hs).mu.Lock()
+		pacerOf[limiter](hs).inflight = 1 // a slot held by a request to the failing host that hangs
+		pacerOf[limiter](hs).mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		began := time.Now()
@@ -112,7 +112,7 @@ func TestQuotaIgnoresAMisreadReset(t *testing.T) {
 		time.Sleep(24 * time.Hour)
 		err := getOK(t, tr, context.Background())
 		if err != nil {
-			t.Errorf("a day later: %v; host quiet for eviction: %v", err, hostOf(tr, "h").pacersQuiet(mono()))
+			t.Errorf("a day later: %v; host quiet for eviction: %v", err, pacerOf[quota](hostOf(tr, "h")).idle(mono()))
 		}
 	})
 }
@@ -124,10 +124,10 @@ func TestQuotaWaitsAddUpToMaxWait(t *testing.T) {
 		tr := New(base, WithQuotaPacing(2*time.Second, false))
 		hs := hostOf(tr, "h")
 		now := mono()
-		hs.quo.mu.Lock() // a small quota that others share: spent, 1.5 s windows
-		hs.quo.parts = append(hs.quo.parts, quotaPart{key: "default", remaining: 0, reset: now + int64(1500*time.Millisecond),
+		pacerOf[quota](hs).mu.Lock() // a small quota that others share: spent, 1.5 s windows
+		pacerOf[quota](hs).parts = append(pacerOf[quota](hs).parts, quotaPart{key: "default", remaining: 0, reset: now + int64(1500*time.Millisecond),
 			obs: now, window: int64(1500 * time.Millisecond), limit: 1, foreign: 1e-6})
-		hs.quo.mu.Unlock()
+		pacerOf[quota](hs).mu.Unlock()
 		began := time.Now()
 		err := getOK(t, tr, context.Background())
 		if took := time.Since(began); took > 2*time.Second+200*time.Millisecond {
@@ -187,10 +187,10 @@ func TestLimitLearnsNothingFastFromACancel(t *testing.T) {
 		}
 		wg.Wait()
 		hs := hostOf(tr, "h")
-		hs.lim.mu.Lock()
-		defer hs.lim.mu.Unlock()
-		if hs.lim.limit < 7 {
-			t.Errorf("limit %.1f after 400 answers in 10 ms each (one canceled at 1 ms first), want about 8", hs.lim.limit)
+		pacerOf[limiter](hs).mu.Lock()
+		defer pacerOf[limiter](hs).mu.Unlock()
+		if pacerOf[limiter](hs).limit < 7 {
+			t.Errorf("limit %.1f after 400 answers in 10 ms each (one canceled at 1 ms first), want about 8", pacerOf[limiter](hs).limit)
 		}
 	})
 }

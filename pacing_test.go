@@ -236,10 +236,10 @@ func TestPacersGiveBack(t *testing.T) {
 		}
 		wg.Wait()
 		hs := hostOf(tr, "h")
-		hs.lim.mu.Lock()
-		defer hs.lim.mu.Unlock()
-		if hs.lim.inflight != 0 || len(hs.lim.waiters) != 0 {
-			t.Errorf("after every request ended: %d slots in use, %d waiting, want none", hs.lim.inflight, len(hs.lim.waiters))
+		pacerOf[limiter](hs).mu.Lock()
+		defer pacerOf[limiter](hs).mu.Unlock()
+		if pacerOf[limiter](hs).inflight != 0 || len(pacerOf[limiter](hs).waiters) != 0 {
+			t.Errorf("after every request ended: %d slots in use, %d waiting, want none", pacerOf[limiter](hs).inflight, len(pacerOf[limiter](hs).waiters))
 		}
 	})
 }
@@ -290,10 +290,21 @@ func TestConcurrencyLimitTimesFromTheSend(t *testing.T) {
 		}
 		wg.Wait()
 		hs := hostOf(tr, "h")
-		hs.lim.mu.Lock()
-		defer hs.lim.mu.Unlock()
-		if hs.lim.limit < 7 {
-			t.Errorf("limit %.1f after 800 requests answered in 10 ms each, want about 8", hs.lim.limit)
+		pacerOf[limiter](hs).mu.Lock()
+		defer pacerOf[limiter](hs).mu.Unlock()
+		if pacerOf[limiter](hs).limit < 7 {
+			t.Errorf("limit %.1f after 800 requests answered in 10 ms each, want about 8", pacerOf[limiter](hs).limit)
 		}
 	})
+}
+
+// pacerOf is hs's pacer of type T, or a zero one if it has none (with
+// nothing in use or awaited).
+func pacerOf[T any](hs *hostState) *T {
+	for _, c := range hs.ctls {
+		if p, ok := any(c).(*T); ok {
+			return p
+		}
+	}
+	return new(T)
 }

@@ -84,13 +84,24 @@ type quotaPart struct {
 // wait ends where others took the quota that reset): then it is refused.
 const maxQuotaTurns = 8
 
+// newQuota is a host's quota pacing, its state shown on g.
+func newQuota(cfg *quotaConfig, g *stateGauge) *quota {
+	q := new(quota)
+	q.init(cfg)
+	q.g = g
+	return q
+}
+
 func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts = cfg, q.buf[:0] }
 
 // admit lets an attempt go if every quota it would spend has some left;
 // otherwise it waits for the latest of their resets, plus jitter, and
 // asks again; or it is refused, if that is past its limits.
 func (q *quota) admit(a ask) verdictOf {
-	if !a.kind.sending() {
+	switch {
+	case a.kind == kindHedge:
+		return refuse(GiveUpQuota) // a copy would not be counted: none
+	case !a.kind.sending():
 		return send
 	}
 	q.mu.Lock()
@@ -102,7 +113,7 @@ func (q *quota) admit(a ask) verdictOf {
 		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota}
 	}
 	q.spend(a.now)
-	return verdictOf{act: actSend, taken: taken{quota: true}}
+	return tookIt
 }
 
 // due is how long from now an attempt must wait for every quota it would
@@ -164,7 +175,7 @@ func (p *quotaPart) left(now int64) float64 {
 }
 
 func (q *quota) undo(t taken, _ time.Time) {
-	if t.quota {
+	if t.took {
 		q.mu.Lock()
 		q.inflight--
 		for i := range q.parts {
@@ -176,7 +187,7 @@ func (q *quota) undo(t taken, _ time.Time) {
 
 // observe takes what an answer says of the host's quotas.
 func (q *quota) observe(o seen) change {
-	if !o.quota {
+	if !o.took {
 		return change{}
 	}
 	var rs [maxQuotaParts]quotaReading
@@ -435,12 +446,9 @@ func sfItem(item string, param func(k, v string)) (key string, ok bool) {
 	return key, true
 }
 
-// watch sets the gauge that shows what is left.
-func (q *quota) watch(g *stateGauge) { q.g = g }
-
-// quiet reports whether forgetting the host would lose nothing: no quota
+// idle reports whether forgetting the host would lose nothing: no quota
 // known to reset later (none, if quota pacing is off).
-func (q *quota) quiet(now int64) bool {
+func (q *quota) idle(now int64) bool {
 	if q.cfg == nil {
 		return true
 	}

@@ -64,7 +64,7 @@ func quotaSimWild(clients int, limit int, window time.Duration, offered float64,
 		if c == 0 {
 			r.firstFields = true
 		}
-		qs[c].observe(seen{quota: true, header: h, status: status, now: base + int64(s.at), wall: wall.Add(s.at)})
+		qs[c].observe(seen{took: true, header: h, status: status, now: base + int64(s.at), wall: wall.Add(s.at)})
 	}
 	// ask asks client c's pacing at now, for a request due by deadline:
 	// it goes, is refused, or asks again later.
@@ -206,7 +206,7 @@ func quotaSimLatency(clients, limit int, window time.Duration, offered float64, 
 			}
 			h := http.Header{}
 			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, e.left, int(math.Ceil(e.reset.Seconds()))))
-			qs[e.c].observe(seen{quota: true, header: h, status: e.status, now: base + int64(e.at), wall: wall.Add(e.at)})
+			qs[e.c].observe(seen{took: true, header: h, status: e.status, now: base + int64(e.at), wall: wall.Add(e.at)})
 		}
 		ask(i%clients, now, now+timeout)
 		i++
@@ -272,7 +272,7 @@ func TestQuotaPolicyField(t *testing.T) {
 	q.init(&quotaConfig{maxWait: time.Minute})
 	base := int64(monoOffset)
 	h.Set("RateLimit", `"peruser";r=0;t=1;pk=:cHsdsRa894=:`)
-	q.observe(seen{quota: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+	q.observe(seen{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
 	if len(q.parts) != 1 || q.parts[0].limit != 100 || q.parts[0].window != int64(time.Minute) {
 		t.Fatalf("parts = %+v; want the peruser quota sized 100 per minute", q.parts)
 	}
@@ -291,7 +291,7 @@ func TestQuotaPolicyRollsOverFull(t *testing.T) {
 			h.Set("RateLimit-Policy", `"default";q=5;w=1`)
 		}
 		q.admit(ask{kind: kindFirst, now: base})
-		q.observe(seen{quota: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+		q.observe(seen{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
 		sent := 0
 		for i := range 10 { // ten attempts just after the reset, no answer yet
 			if q.admit(ask{kind: kindFirst, now: base + int64(time.Second) + int64(i)}).act == actSend {

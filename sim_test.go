@@ -1135,16 +1135,17 @@ func (s *simulation) checkPacers(tr *Transport, fail func(string, ...any)) {
 	}
 	for _, c := range s.callers {
 		hs := tr.c.gate.hosts.get(c.host)
-		hs.lim.mu.Lock()
-		if hs.lim.inflight != 0 || len(hs.lim.waiters) != 0 {
-			fail("host %s: %d slots in use, %d waiting, after every request ended", c.host, hs.lim.inflight, len(hs.lim.waiters))
+		lim, quo := pacerOf[limiter](hs), pacerOf[quota](hs)
+		lim.mu.Lock()
+		if lim.inflight != 0 || len(lim.waiters) != 0 {
+			fail("host %s: %d slots in use, %d waiting, after every request ended", c.host, lim.inflight, len(lim.waiters))
 		}
-		hs.lim.mu.Unlock()
-		hs.quo.mu.Lock()
-		if hs.quo.inflight != 0 {
-			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, hs.quo.inflight)
+		lim.mu.Unlock()
+		quo.mu.Lock()
+		if quo.inflight != 0 {
+			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, quo.inflight)
 		}
-		hs.quo.mu.Unlock()
+		quo.mu.Unlock()
 	}
 }
 

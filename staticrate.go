@@ -45,6 +45,13 @@ type staticRate struct {
 	changed chan struct{} // closed, and replaced, when the line moves up
 }
 
+// newStaticRate is a host's static rate limit.
+func newStaticRate(cfg *rateConfig) *staticRate {
+	s := new(staticRate)
+	s.init(cfg)
+	return s
+}
+
 func (s *staticRate) init(cfg *rateConfig) {
 	s.cfg, s.tokens = cfg, float64(cfg.burst)
 }
@@ -73,7 +80,10 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 // it has one) to wait for its turn; none if its turn would come past its
 // deadline.
 func (s *staticRate) admit(a ask) verdictOf {
-	if !a.kind.sending() {
+	switch {
+	case a.kind == kindHedge:
+		return refuse(GiveUpQuota) // a copy would take no turn: none
+	case !a.kind.sending():
 		return send
 	}
 	s.mu.Lock()
@@ -87,7 +97,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 	case d == 0 && pos == 0:
 		s.tokens--
 		s.leave(me)
-		return verdictOf{act: actSend, taken: taken{turn: true}}
+		return tookIt
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
 		s.leave(me) // its turn would come too late
 		return refuse(GiveUpQuota)
@@ -125,9 +135,9 @@ func (s *staticRate) moved() {
 // undo gives back a turn taken for an attempt that is not sent, and the
 // place in line of one that gave up waiting.
 func (s *staticRate) undo(t taken, _ time.Time) {
-	if t.turn || t.waiter != nil {
+	if t.took || t.waiter != nil {
 		s.mu.Lock()
-		if t.turn {
+		if t.took {
 			s.tokens = min(s.tokens+1, float64(s.cfg.burst))
 			s.moved()
 		}
@@ -138,9 +148,9 @@ func (s *staticRate) undo(t taken, _ time.Time) {
 
 func (s *staticRate) observe(seen) change { return change{} }
 
-// quiet reports whether forgetting the host would lose nothing at now:
+// idle reports whether forgetting the host would lose nothing at now:
 // its bucket full, no one in line (or the rate is off).
-func (s *staticRate) quiet(now int64) bool {
+func (s *staticRate) idle(now int64) bool {
 	if s.cfg == nil {
 		return true
 	}

@@ -71,6 +71,18 @@ type throttleView struct {
 	req, acc float64 // decayed counts
 }
 
+// newThrottle is a host's throttle, its state shown on g.
+func newThrottle(ratio float64, g *stateGauge) *throttle {
+	t := new(throttle)
+	t.init(ratio)
+	t.g = g
+	return t
+}
+
+// idle reports that forgetting the host loses nothing that matters: its
+// counts decay within seconds.
+func (t *throttle) idle(int64) bool { return true }
+
 func (t *throttle) init(ratio float64) {
 	t.ratio = ratio
 	t.views = [2]throttleView{{tau: float64(throttleShort)}, {tau: float64(throttleLong)}}
@@ -187,6 +199,3 @@ func (t *throttle) observe(o seen) change {
 	t.g.set(p)
 	return change{}
 }
-
-// watch sets the gauge that shows the throttle's state.
-func (t *throttle) watch(g *stateGauge) { t.g = g }

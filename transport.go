@@ -243,26 +243,34 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 		nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
 		reason, err = g.afterWait(&k.t, nb, limit)
 	}
-	if reason == "" && err == nil && g != nil && g.paced {
-		if reason, err = g.pace(&k.t); err != nil {
-			reason = ""
-			if errors.Is(err, context.DeadlineExceeded) && r.resp != nil {
-				// The deadline came while the retry waited for a pacer
-				// (a slot of the limit, a turn): it gives up like any
-				// other, with its last response.
-				reason, err = GiveUpDeadline, nil
-			}
-		}
-	}
 	switch reason {
 	case GiveUpBreaker:
 		r.err = noResponse(r, ErrBreakerHold)
 	case GiveUpCircuitOpen:
 		r.err = noResponse(r, ErrCircuitOpen)
-	case GiveUpThrottled, GiveUpLimit, GiveUpQuota:
-		r.err = noResponse(r, errRefused)
+	case "":
+		if err == nil && g != nil && g.paced {
+			reason, err = k.pace(r)
+		}
 	}
 	return reason, err
+}
+
+// pace asks the pacers for a retry whose wait is over: one they refuse
+// gives up with its last response, or errRefused; so does one whose
+// deadline comes while it waits for them (a slot of the limit, a turn),
+// like any other.
+func (k *call) pace(r *result) (GiveUpReason, error) {
+	reason, err := k.c.gate.pace(&k.t)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && r.resp != nil:
+		return GiveUpDeadline, nil
+	case err != nil:
+		return "", err
+	case reason != "":
+		r.err = noResponse(r, errRefused)
+	}
+	return reason, nil
 }
 
 // unclaim gives back what admission gave a retry that is not sent: its
