@@ -53,6 +53,7 @@ type result struct {
 	outcome   outcomeID
 	retryable bool // worth retrying (the request may still not be)
 	notSent   bool // provably not processed: no connection was had, or HTTP/2 said so
+	declined  bool // its status is one the host answers only to what it did not process (WithUnprocessedStatuses)
 }
 
 // newCall prepares req for its attempts: it injects the idempotency key,
@@ -188,6 +189,7 @@ func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result
 	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
 	if err == nil {
 		r.retryable = k.retryableResponse(resp)
+		r.declined = r.retryable && k.c.unprocessed.has(resp.StatusCode)
 	} else {
 		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
 			!k.lengthMismatch()
@@ -213,7 +215,7 @@ func (k *call) retryableResponse(resp *http.Response) bool {
 	if retry, said := shouldRetry(resp.Header); said {
 		return retry
 	}
-	return k.retryableStatus(code) || throttled(code, resp.Header)
+	return k.retryableStatus(code) || k.c.unprocessed.has(code) || throttled(code, resp.Header)
 }
 
 // retryableStatus reports whether code is worth retrying for this request.

@@ -113,6 +113,7 @@ type config struct {
 	backoff           Backoff
 	statuses          statusSet
 	customStatuses    bool
+	unprocessed       statusSet // WithUnprocessedStatuses
 	perAttemptTimeout time.Duration
 	maxRetryAfter     time.Duration
 	bodyLimit         int64
@@ -291,6 +292,26 @@ func WithRetryableStatuses(codes ...int) RequestOption {
 			s.add(code)
 		}
 		c.statuses, c.customStatuses = s, true
+		return nil
+	})
+}
+
+// WithUnprocessedStatuses declares that the host answers these statuses
+// (typically 429) only to requests it did not process: such an answer is
+// retried whatever the request's method or declaration, its Retry-After
+// honoured, and a POST is sent again with the same body; every other rule
+// stands (a POST's 500 is not retried). Only error statuses (400..999)
+// are valid; the default is none. docs/retries.md has an example.
+func WithUnprocessedStatuses(codes ...int) RequestOption {
+	return requestOption("WithUnprocessedStatuses", func(c *config) error {
+		var s statusSet
+		for _, code := range codes {
+			if code < 400 || code > 999 {
+				return optErr("WithUnprocessedStatuses", "status code %d is not an error status (400..999)", code)
+			}
+			s.add(code)
+		}
+		c.unprocessed = s
 		return nil
 	})
 }

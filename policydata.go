@@ -82,6 +82,9 @@ type semanticSafety struct {
 	// IdempotentRequests declares some requests safe to repeat, as
 	// "METHOD /path/pattern" entries: ["POST /*/_search"].
 	IdempotentRequests []string `json:"idempotent_requests"`
+	// UnprocessedStatus is WithUnprocessedStatuses: the statuses the
+	// host answers only to requests it did not process ([429]).
+	UnprocessedStatus []int `json:"unprocessed_status"`
 }
 
 // timeBudget bounds the time a call may take, in milliseconds.

@@ -28,6 +28,7 @@ var policyFields = []struct{ path, value, option string }{
 	{"semantic_safety.side_effect", `true`, "NotIdempotent"}, // without idempotent: true
 	{"semantic_safety.idempotency_keys", `["POST"]`, "WithIdempotencyKeys"},
 	{"semantic_safety.idempotent_requests", `["POST /q"]`, "WithIdempotentIf"},
+	{"semantic_safety.unprocessed_status", `[429]`, "WithUnprocessedStatuses"},
 	{"time_budget.caller_deadline_ms", `800`, "WithMaxElapsed"},
 	{"time_budget.connect_timeout_ms", `100`, "WithDialTimeout"},
 	{"time_budget.read_timeout_ms", `250`, "WithPerAttemptTimeout"},

@@ -295,6 +295,9 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	if s.IdempotencyKeys != nil {
 		fos = append(fos, fieldOption{"semantic_safety.idempotency_keys", WithIdempotencyKeys(s.IdempotencyKeys...)})
 	}
+	if s.UnprocessedStatus != nil {
+		fos = append(fos, fieldOption{"semantic_safety.unprocessed_status", WithUnprocessedStatuses(s.UnprocessedStatus...)})
+	}
 	return fos, nil
 }
 

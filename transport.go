@@ -171,7 +171,7 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	c := k.c
 	f := facts{
 		attempt: n, maxAttempts: c.maxAttempts,
-		replayable: k.replayable, notSent: r.notSent,
+		replayable: k.replayable || r.declined, notSent: r.notSent,
 		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
 		maxRA:    c.maxRetryAfter,
 	}
