@@ -286,7 +286,7 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 	}
 	g.hosts.evictable = func(h *hostState) bool {
 		now := mono()
-		if h.health.score.Load() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
+		if h.health.level() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
 			return false
 		}
 		h.bud.detach() // evicted: the shared Budget's entry may go once no one points to it
@@ -516,7 +516,7 @@ func (g *gate) report(t *ticket) {
 		for _, open := range evs {
 			var score int // the host's health score when it opened (the threshold); 0 when it closed
 			if open {
-				score = int(hs.health.score.Load())
+				score = int(hs.health.level())
 			}
 			g.notify(t.ctx, hs.host, open, score)
 		}
@@ -666,7 +666,7 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 		if done {
 			return end, ticket, nil
 		}
-		if err := await(ctx, changed, w.wake, max(next.Sub(now), 0)); err != nil {
+		if err := await(ctx, changed, w.woken(), max(next.Sub(now), 0)); err != nil {
 			cb.quit(w, time.Now())
 			return holdGiveUp, 0, err
 		}

@@ -211,6 +211,9 @@ type holder struct {
 
 type holdState uint8
 
+// woken is closed when something the holder waits for happens to it.
+func (w *holder) woken() <-chan struct{} { return w.wake }
+
 const (
 	holdWaiting holdState = iota
 	holdRamping

@@ -46,6 +46,9 @@ type health struct {
 	gap      atomic.Int64 // the usual gap between answers, in nanoseconds (an average)
 }
 
+// level is the host's score now: 0 for a healthy host.
+func (h *health) level() int32 { return h.score.Load() }
+
 // stale reports whether an attempt that started at start began before an
 // attempt that the host has answered since: its failure says nothing of
 // the host now.
