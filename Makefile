@@ -9,8 +9,8 @@ FUZZTIME ?= 30s
 
 # test: the root module alone (it needs only the root module's
 # dependencies): formatting, a tidy go.mod, vet, and every test of its
-# packages under the race detector, examples included; then the load tests
-# and the simulator's full draw without it. The nested modules are
+# packages under the race detector, examples included; then the load tests,
+# the simulator's full draw and the quota pacing's 15 seeds without it. The nested modules are
 # tested by make examples, conformance and bench-check, and checked by make
 # lint.
 test:
@@ -19,7 +19,7 @@ test:
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestLoad|TestSimulator' -load.full .
+	$(GO) test -count=1 -run 'TestLoad|TestSimulator|TestQuotaPacing$$' -load.full .
 
 demo:
 	$(GO) run ./examples/demo

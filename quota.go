@@ -62,6 +62,7 @@ type quota struct {
 	buf      [2]quotaPart
 	inflight int // attempts admitted and not yet answered
 	g        *stateGauge
+	jitter   func(n int64) int64 // a random number in [0, n): rand.Int64N, or a test's seeded source
 }
 
 // quotaPart is one quota: what was left when the host last said, when
@@ -92,7 +93,7 @@ func newQuota(cfg *quotaConfig, g *stateGauge) *quota {
 	return q
 }
 
-func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts = cfg, q.buf[:0] }
+func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts, q.jitter = cfg, q.buf[:0], rand.Int64N }
 
 // admit lets an attempt go if every quota it would spend has some left;
 // otherwise it waits for the latest of their resets, plus jitter, and
@@ -132,7 +133,7 @@ func (q *quota) due(now int64) int64 {
 			jitter := min(int64(quotaJitterMax), p.window/10)
 			w := p.reset - now
 			if jitter > 0 {
-				w += rand.Int64N(jitter + 1)
+				w += q.jitter(jitter + 1)
 			}
 			wait = max(wait, w)
 		case q.cfg.spread:
