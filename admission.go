@@ -58,6 +58,7 @@ const (
 	kindProbe             // a held retry going as the breaker's probe
 	kindHedge             // a hedged copy of a first attempt
 	kindSend              // a retry about to be sent, its wait over (pacers only)
+	kindRepeat            // a layer above's retry, as it arrives (the budget only)
 )
 
 // sending reports whether k is an attempt about to be sent: what the
@@ -70,6 +71,7 @@ type ask struct {
 	sec      int64         // the Unix second asked in
 	healthy  bool          // the host is not failing
 	free     bool          // never reached the server: costs it nothing
+	charged  bool          // a first attempt charged already, as a layer above's retry: not counted as a first
 	now      int64         // mono when asked
 	at       time.Time     // when asked, by the wall clock: now
 	deadline int64         // pacers: mono by which the attempt must have gone, 0 if none
@@ -204,6 +206,7 @@ type hostState struct {
 	cb     circuit       // with a breaker
 	lat    *latencies    // recent latencies, with hedging only
 	host   string        // the canonical host, for breaker events
+	above  atomic.Int64  // the Unix second a layer above last retried a request to this host (layered.go)
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
@@ -221,6 +224,8 @@ type ticket struct {
 	firstFail time.Time       // when its first attempt failed
 	span      time.Duration   // how long after firstFail a retry of it may be held (its share of the schedule)
 	wasHeld   bool            // a retry of it was held
+	owned     bool            // a layer above owns its schedule: none of its retries is held (layered.go)
+	repeat    bool            // it is itself a layer above's retry: charged as one
 	retry     bool            // the attempt in flight is a retry or a probe
 	lastDelay time.Duration
 }
@@ -311,21 +316,39 @@ func (g *gate) enter(t *ticket, scheme, host string) {
 // a pacer.
 func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
 	hs := t.hs
+	if t.repeat {
+		g.chargeRepeat(t)
+	}
 	if !g.paced && !hs.cb.opened() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
-		hs.bud.countFirst(t.sec)
+		if !t.p.charged {
+			hs.bud.countFirst(t.sec)
+		}
 		return "", nil
 	}
 	a := t.question(kindFirst)
-	a.sec, a.healthy = t.sec, true
+	a.sec, a.healthy, a.charged = t.sec, true, t.p.charged
 	v, err := g.admit(t, a)
 	if v.act != actSend {
 		return v.reason, err
 	}
 	t.start = mono() // sent now: its latency and staleness count from here, not from its waits
 	return "", nil
+}
+
+// chargeRepeat charges a layer above's retry to the budget as the retry
+// it is, if the share has room: then it is not counted as a first
+// attempt. One the share has no room for still goes (retryhttp never
+// refuses a caller's own attempt for the budget), counted as a first.
+func (g *gate) chargeRepeat(t *ticket) {
+	if g.budget == nil {
+		return
+	}
+	if v := t.hs.bud.admit(t.question(kindRepeat)); v.act == actSend {
+		t.p = t.p.with(v.taken)
+	}
 }
 
 // admit asks each of the host's controllers, in order, about an attempt
@@ -562,27 +585,34 @@ func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
 	}
 	a := t.question(kindRetry)
 	m := a.now
-	if hs.health.outage(m) && g.mayHold(hs, m) {
+	if !t.owned && hs.health.outage(m) && g.mayHold(hs, m) {
 		return admitHold, "" // the host serves no one: wait for it, uncharged
 	}
 	a.free = r.notSent
 	v, _ := g.admit(t, a) // no controller asks a retry to wait before its own wait
 	switch v.act {
 	case actRefuse:
-		if v.reason == GiveUpBudget && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
-			// Failures in an instant from a host that does not answer (an
-			// outage not yet sure), or a recovery under way: held, to go
-			// with the host's next answer, charged then.
-			return admitHold, ""
-		}
-		return admitWait, v.reason
+		return g.refused(t, v.reason, m)
 	case actHold:
-		if g.breaker == nil {
-			return admitWait, GiveUpBudget // no queue to hold it in
+		if g.breaker == nil || t.owned {
+			return admitWait, GiveUpBudget // no queue to hold it in, or one a layer above owns: never held
 		}
 		return admitHold, ""
 	}
 	return admitWait, ""
+}
+
+// refused is what becomes of a retry that a controller refused for
+// reason at m: it gives up, unless the budget refused it while the host
+// does not answer (an outage not yet sure: failures in an instant) or a
+// recovery is under way: then it is held, to go with the host's next
+// answer, charged then.
+func (g *gate) refused(t *ticket, reason GiveUpReason, m int64) (admission, GiveUpReason) {
+	hs := t.hs
+	if reason == GiveUpBudget && !t.owned && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+		return admitHold, ""
+	}
+	return admitWait, reason
 }
 
 // mayHold reports whether a retry to hs may be held at m for the host's
@@ -613,6 +643,10 @@ func (g *gate) afterWait(t *ticket, notBefore, limit time.Time) (GiveUpReason, e
 		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
 			return "", nil
 		}
+	}
+	if t.owned {
+		g.refund(t)
+		return GiveUpCircuitOpen, nil // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(t.question(kindProbe))

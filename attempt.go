@@ -93,6 +93,9 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	if c.layers.failed.again(req, method) {
 		k.layered(layerRepeat)
 	}
+	if !k.t.owned {
+		k.t.owned = k.ownedAbove()
+	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
 		// *http.Transport and http, a dial error says so (it sends a

@@ -189,7 +189,9 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	case kindSend:
 		return send // a retry charged already, about to be sent
 	case kindFirst:
-		c.countFirst(a.sec)
+		if !a.charged {
+			c.countFirst(a.sec)
+		}
 		return send
 	}
 	if a.free {

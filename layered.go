@@ -146,6 +146,17 @@ func (k *call) detectLayered() {
 	}
 }
 
+// ownedAbove reports whether a layer above retried a request to the
+// host of k within the last minute: it owns this one's schedule too. A
+// host that no layer above has retried costs one atomic load.
+func (k *call) ownedAbove() bool {
+	if k.t.hs == nil {
+		return false
+	}
+	at := k.t.hs.above.Load()
+	return at != 0 && unixSecond()-at <= ownerFor
+}
+
 // awsRetry reports whether an amz-sdk-request value ("attempt=2; max=3")
 // names an attempt after the first.
 func awsRetry(v string) bool {
@@ -168,8 +179,26 @@ func (k *call) failedAgain() {
 	k.c.layers.failed.record(k.req, method, unixSecond())
 }
 
+// ownerFor is how long after a layer above last retried a request to a
+// host it owns the schedule of every request to it (seconds).
+const ownerFor = 60
+
+// layered notes a request that is a layer above's retry, from source:
+// it is counted and warned of once per source. One that the layer says
+// is its retry (a header, its key again) is charged to the budget as a
+// retry, and the layer above owns its schedule, and for a minute that of
+// every request to its host: retryhttp saves a transient failure inside
+// one of its tries (one retry, none while the host is failing), never
+// holds one, and does not warn of giving one up. The same request again
+// after a failure is only counted: many callers of one URL look alike.
 func (k *call) layered(source int) {
 	c := k.c
+	if source != layerRepeat {
+		k.t.repeat, k.t.owned = true, true
+		if hs := k.t.hs; hs != nil {
+			hs.above.Store(unixSecond())
+		}
+	}
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {
 		advice := layerAdvice[source]

@@ -32,7 +32,11 @@ func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Du
 	c.metrics.giveUp(reason)
 	k.failedAgain()
 	if c.logger != nil {
-		c.logger.LogAttrs(k.ctx, slog.LevelWarn, "retryhttp: giving up",
+		level := slog.LevelWarn
+		if k.t.owned {
+			level = slog.LevelInfo // the layer above owns the outcome, and says so once (layered.go)
+		}
+		c.logger.LogAttrs(k.ctx, level, "retryhttp: giving up",
 			k.logAttrs(attempt, delay, r.outcome, reason)...)
 	}
 	if r.resp != nil {

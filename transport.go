@@ -170,7 +170,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	c := k.c
 	f := facts{
-		attempt: n, maxAttempts: c.maxAttempts,
+		attempt: n, maxAttempts: k.maxAttempts(),
 		replayable: k.replayable || r.declined, notSent: r.notSent,
 		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
 		maxRA:    c.maxRetryAfter,
@@ -193,6 +193,19 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		f.untilME, f.hasME = k.start.Add(c.maxElapsed).Sub(now), true
 	}
 	return f
+}
+
+// maxAttempts is the request's attempts in all: WithMaxAttempts, or, when
+// a layer above owns its schedule, two (one retry, to save a transient
+// failure inside the layer's try), one while the host is failing.
+func (k *call) maxAttempts() int {
+	switch {
+	case !k.t.owned:
+		return k.c.maxAttempts
+	case k.t.hs != nil && k.t.hs.health.failing(mono()):
+		return 1
+	}
+	return min(k.c.maxAttempts, 2)
 }
 
 // acquire takes the two rungs of the ladder that act: it fetches the next
