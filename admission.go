@@ -52,13 +52,13 @@ type controller interface {
 type kind uint8
 
 const (
-	kindFirst kind = iota // a request's first attempt
-	kindRetry             // a retry whose wait is about to start
-	kindLeave             // a retry leaving a hold: released, or at its limit
-	kindProbe             // a held retry going as the breaker's probe
-	kindHedge             // a hedged copy of a first attempt
-	kindSend              // a retry about to be sent, its wait over (pacers only)
-	kindRepeat            // a layer above's retry, as it arrives (the budget only)
+	kindFirst  kind = iota // a request's first attempt
+	kindRetry              // a retry whose wait is about to start
+	kindLeave              // a retry leaving a hold: released, or at its limit
+	kindProbe              // a held retry going as the breaker's probe
+	kindHedge              // a hedged copy of a first attempt
+	kindSend               // a retry about to be sent, its wait over (pacers only)
+	kindRepeat             // a layer above's retry, as it arrives (the budget only)
 )
 
 // sending reports whether k is an attempt about to be sent: what the
