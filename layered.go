@@ -22,11 +22,12 @@ const (
 	layerGRPC             // grpc-previous-rpc-attempts > 0 (gRPC over HTTP)
 	layerRetryhttp        // the attempt header of another retryhttp Transport
 	layerKey              // an Idempotency-Key seen again within a minute
+	layerAzure            // an x-ms-client-request-id seen again within a minute (Azure SDKs)
 	layerRepeat           // the same request again, right after it failed in a way worth retrying
 	numLayers
 )
 
-var layerLabels = [numLayers]string{"aws-sdk", "stainless-sdk", "grpc", "retryhttp", "idempotency-key", "repeat"}
+var layerLabels = [numLayers]string{"aws-sdk", "stainless-sdk", "grpc", "retryhttp", "idempotency-key", "azure-sdk", "repeat"}
 
 // layerAdvice is the Warn log's advice for each source.
 var layerAdvice = [numLayers]string{
@@ -35,6 +36,7 @@ var layerAdvice = [numLayers]string{
 	"gRPC retries too: disable its retry policy (grpc.WithDisableRetry()) so that one layer retries",
 	"another retryhttp Transport retries too: wrap the inner one directly, or give middleware an Unwrap method, so that only the outermost retries",
 	"a layer above sends the same Idempotency-Key again: it retries too; turn its retries off so that one layer retries",
+	"the Azure SDK retries too: set ClientOptions.Retry.MaxRetries to -1 (0 means its default, 3) so that one layer retries",
 	"the same request came again right after it failed: a layer above retries too (go-resty: SetRetryCount(0); go-retryablehttp, Vault: RetryMax or MaxRetries 0); turn its retries off so that one layer retries",
 }
 
@@ -117,8 +119,16 @@ func (k *call) detectLayered() {
 	if len(h) == 0 {
 		return
 	}
-	if v := h["Amz-Sdk-Request"]; len(v) > 0 && awsRetry(v[0]) {
-		k.layered(layerAWS)
+	if v := h["Amz-Sdk-Request"]; len(v) > 0 {
+		switch attempt, most := awsAttempt(v[0]); {
+		case attempt > 1:
+			k.layered(layerAWS)
+		case most > 1:
+			k.t.owned = true // its first try, of a schedule the SDK says is its own
+		}
+	}
+	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && c.layers.keys.seen(k.req.URL.Host+" azure "+v[0], unixSecond()) {
+		k.layered(layerAzure)
 	}
 	if v := h["X-Stainless-Retry-Count"]; len(v) > 0 && v[0] != "0" && v[0] != "" {
 		k.layered(layerStainless)
@@ -157,16 +167,18 @@ func (k *call) ownedAbove() bool {
 	return at != 0 && unixSecond()-at <= ownerFor
 }
 
-// awsRetry reports whether an amz-sdk-request value ("attempt=2; max=3")
-// names an attempt after the first.
-func awsRetry(v string) bool {
+// awsAttempt reads an amz-sdk-request value ("attempt=2; max=3"): the
+// SDK's attempt and its most attempts, 0 where it does not say.
+func awsAttempt(v string) (attempt, most int) {
 	for part := range strings.SplitSeq(v, ";") {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
-			a, err := strconv.Atoi(n)
-			return err == nil && a > 1
+		part = strings.TrimSpace(part)
+		if n, ok := strings.CutPrefix(part, "attempt="); ok {
+			attempt, _ = strconv.Atoi(n)
+		} else if n, ok := strings.CutPrefix(part, "max="); ok {
+			most, _ = strconv.Atoi(n)
 		}
 	}
-	return false
+	return attempt, most
 }
 
 // failedAgain records a request that ends on a failure worth retrying,
