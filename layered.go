@@ -37,7 +37,7 @@ var layerAdvice = [numLayers]string{
 	"another retryhttp Transport retries too: wrap the inner one directly, or give middleware an Unwrap method, so that only the outermost retries",
 	"a layer above sends the same Idempotency-Key again: it retries too; turn its retries off so that one layer retries",
 	"the Azure SDK retries too: set ClientOptions.Retry.MaxRetries to -1 (0 means its default, 3) so that one layer retries",
-	"the same request came again right after it failed: a layer above retries too (go-resty: SetRetryCount(0); go-retryablehttp, Vault: RetryMax or MaxRetries 0); turn its retries off so that one layer retries",
+	"the same request came again right after it failed: a layer above retries too (go-resty: SetRetryCount(0); go-retryablehttp, Vault: RetryMax or MaxRetries 0; minio-go: MaxRetries 1; client-go: take Retry-After off what retryhttp gives up with, docs/recipes.md); turn its retries off so that one layer retries",
 }
 
 // layers is one Transport's view of the layers above it.
