@@ -23,10 +23,6 @@ type quotaResult struct {
 	used, available               int
 }
 
-func quotaSim(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread bool) quotaResult {
-	return quotaSimWild(clients, limit, window, offered, d, timeout, spread, false)
-}
-
 // quotaSimWild is quotaSim whose server, with wild, answers the first
 // request with a wild reading (a billion left) and truthfully after.
 func quotaSimWild(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread, wild bool) quotaResult {

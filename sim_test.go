@@ -99,6 +99,7 @@ type simulation struct {
 	perAtt        time.Duration
 	wire          bool          // WithAttemptHeader and WithDeadlineHeader
 	safeIf        bool          // WithIdempotentIf declares X-Safe: 1 requests safe
+	unprocessed   bool          // WithUnprocessedStatuses(429): a POST's 429 is retried
 	op            *simOp        // a policy's operation, for requests to /op
 	final503      bool          // WithNonRetryableStatuses(503): the outages' answers are final
 	noBuffer      bool          // WithBodyBufferLimit(0): a body without GetBody is sent once
@@ -253,6 +254,7 @@ type simCaller struct {
 	noRetry     bool
 	maxAttempts int           // per-request WithMaxAttempts, 0: none
 	cancelAt    time.Duration // its caller cancels it this long after it starts, 0: never
+	sdk         bool          // an SDK's second try (amz-sdk-request: attempt=2; max=3): its schedule is the SDK's
 }
 
 type simFaults struct {
@@ -417,6 +419,7 @@ func drawSim(seed uint64) *simulation {
 	// Drawn from their own stream, so that the seeds drawn before
 	// these cases existed draw what they did.
 	s.drawShapes(rand.New(rand.NewPCG(seed, seed^0x5bd1e995)))
+	s.drawOwners(rand.New(rand.NewPCG(seed, seed^0x27d4eb2f)))
 	return s
 }
 
@@ -424,6 +427,27 @@ func drawSim(seed uint64) *simulation {
 // must tell apart: a host that flaps (down and up in turn), and one that
 // serves a few attempts a tenth of a second and answers 503 to the rest
 // (an overload, deep or not: never an outage).
+// drawOwners draws, on a stream of its own, the callers that are an
+// SDK's own retries (amz-sdk-request: attempt=2), which own their
+// schedule, and a Transport for which a 429 means the request was not
+// processed (WithUnprocessedStatuses), so that a POST's 429 is retried.
+func (s *simulation) drawOwners(r *rand.Rand) {
+	if r.IntN(6) == 0 {
+		s.unprocessed = true
+		s.opts = append(s.opts, WithUnprocessedStatuses(http.StatusTooManyRequests))
+		s.desc = append(s.desc, "unprocessed=429")
+	}
+	if s.faults.failOnce || r.IntN(4) != 0 {
+		return
+	}
+	for i := range s.callers {
+		if c := &s.callers[i]; c.method == "GET" && r.IntN(5) == 0 {
+			c.sdk = true
+			s.desc = append(s.desc, "sdk-retry="+c.id)
+		}
+	}
+}
+
 func (s *simulation) drawShapes(r *rand.Rand) {
 	f := &s.faults
 	if f.failOnce || f.quota > 0 {
@@ -622,6 +646,7 @@ type simAttempt struct {
 	at       time.Duration
 	ra       time.Duration // the Retry-After it was answered with, if any
 	answered bool          // the server answered it (any status)
+	status   int           // the status it was answered with, 0 if none
 }
 
 func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -730,6 +755,9 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	if f.quota > 0 && code == 200 {
 		code = b.spend(r.URL.Host, answered, h)
 	}
+	b.mu.Lock()
+	b.sent[id][n-1].status = code
+	b.mu.Unlock()
 	b.open.Add(1)
 	return &http.Response{StatusCode: code, Header: h, Request: r,
 		Body: &simBody{open: &b.open}}, nil
@@ -926,6 +954,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	if c.keyed {
 		req.Header.Set(HeaderIdempotencyKey, "key-"+c.id)
 	}
+	if c.sdk {
+		req.Header.Set("Amz-Sdk-Request", "attempt=2; max=3")
+	}
 	o.header = len(req.Header)
 	o.start = time.Since(start)
 	defer func() {
@@ -940,6 +971,21 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 		o.resp.Body.Close()
 	}
 	return o
+}
+
+// declined reports whether every attempt but the last was answered with a
+// status declared unprocessed (429, with WithUnprocessedStatuses) or
+// never reached the server: a POST may then be sent again.
+func (s *simulation) declined(sent []simAttempt) bool {
+	if !s.unprocessed {
+		return false
+	}
+	for _, a := range sent[:len(sent)-1] {
+		if a.answered && a.status != http.StatusTooManyRequests {
+			return false
+		}
+	}
+	return true
 }
 
 // check tests the invariants of one run.
@@ -990,10 +1036,13 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 			s.faults.panics[c.id] == 0 && reached > 1+s.hedge {
 			fail("caller %s: %d attempts, but 503 is not retryable", c.id, reached)
 		}
-		if c.method == "POST" && !c.keyed && !declared && reached > 1 {
+		if c.method == "POST" && !c.keyed && !declared && reached > 1 && !s.declined(sent) {
 			fail("caller %s: an unkeyed POST reached the server %d times", c.id, reached)
 		}
-		if c.unsafe && reached > 1 {
+		if c.sdk && reached > 2+s.hedge {
+			fail("caller %s: an SDK's own try reached the server %d times; one retry at most saves a transient failure", c.id, reached)
+		}
+		if c.unsafe && reached > 1 && !s.declined(sent) {
 			fail("caller %s: a PUT declared NotIdempotent reached the server %d times", c.id, reached)
 		}
 		if s.wire && s.hedge == 0 {
