@@ -38,7 +38,7 @@ type controller interface {
 	admit(a ask) verdictOf
 	// undo gives back what admit took for an attempt that is not sent,
 	// its place in a line included, at.
-	undo(t taken, at time.Time)
+	undo(t permit, at time.Time)
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
 	observe(o seen) change
@@ -106,11 +106,11 @@ func (w *waiter) granted() bool {
 	}
 }
 
-// taken is what the controllers took for an attempt: its permit. The
+// permit is what the controllers took for an attempt. The
 // budget's charge and the breaker's probe are the gate's to read too; what
 // a pacer took (a slot, a turn, a count of its quota) is its own, one bit
 // of paced per place in the host's list, told back to it as took.
-type taken struct {
+type permit struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
 	probe      uint64  // the breaker made it the probe with this ticket
@@ -120,13 +120,13 @@ type taken struct {
 }
 
 // with is t and what u took too.
-func (t taken) with(u taken) taken {
-	return taken{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
+func (t permit) with(u permit) permit {
+	return permit{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
 		probe: max(t.probe, u.probe), paced: t.paced | u.paced}
 }
 
 // of is t as the controller at place i of the list is told it.
-func (t taken) of(i int) taken {
+func (t permit) of(i int) permit {
 	t.took = t.paced&(1<<i) != 0
 	return t
 }
@@ -138,12 +138,12 @@ type verdictOf struct {
 	wait   time.Duration // with actWait: how long at most; < 0: until wake
 	wake   <-chan struct{}
 	waiter *waiter // with actWait: the attempt's place in the line, to ask with again
-	taken
+	permit
 }
 
 // tookIt is the verdict of a pacer that let an attempt go and took
 // something for it, to be given back or told how it ended.
-var tookIt = verdictOf{act: actSend, taken: taken{took: true}}
+var tookIt = verdictOf{act: actSend, permit: permit{took: true}}
 
 var (
 	send = verdictOf{act: actSend}
@@ -218,7 +218,7 @@ type ticket struct {
 	hs        *hostState      // the host's admission state; nil with no budget, breaker, hedging or pacer
 	ctx       context.Context // the request's
 	meEnd     time.Time       // when WithMaxElapsed ends it, zero if never
-	p         taken           // the permit of the attempt to come, or in flight: what the controllers took for it
+	p         permit          // the permit of the attempt to come, or in flight: what the controllers took for it
 	start     int64           // mono: when the attempt in flight started
 	sec       int64           // the Unix second the request began in
 	firstFail time.Time       // when its first attempt failed
@@ -347,7 +347,7 @@ func (g *gate) chargeRepeat(t *ticket) {
 		return
 	}
 	if v := t.hs.bud.admit(t.question(kindRepeat)); v.act == actSend {
-		t.p = t.p.with(v.taken)
+		t.p = t.p.with(v.permit)
 	}
 }
 
@@ -361,20 +361,20 @@ func (g *gate) admit(t *ticket, a ask) (verdictOf, error) {
 	held := false
 	for i, c := range t.hs.ctls {
 		v, err := t.ask(c, a)
-		t.p = t.p.with(v.taken)
+		t.p = t.p.with(v.permit)
 		if v.took {
 			t.p.paced |= 1 << i
 		}
 		switch {
 		case v.act == actRefuse:
-			g.cancel(t)
+			t.cancel()
 			return v, err
 		case v.act == actHold:
 			held = true
 		}
 	}
 	if held {
-		g.cancel(t)
+		t.cancel()
 		return hold, nil
 	}
 	return send, nil
@@ -398,7 +398,7 @@ func (t *ticket) ask(c controller, a ask) (verdictOf, error) {
 			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
 		}
 		if err != nil {
-			c.undo(taken{waiter: v.waiter}, time.Time{})
+			c.undo(permit{waiter: v.waiter}, time.Time{})
 			return refuse(callersEnd(v.reason, err)), err
 		}
 		a.at = time.Now()
@@ -445,14 +445,29 @@ func callersEnd(reason GiveUpReason, err error) GiveUpReason {
 
 // cancel gives back the permit of an attempt that is not sent: whatever
 // the controllers took for it.
-func (g *gate) cancel(t *ticket) {
-	if t.hs != nil && t.p != (taken{}) {
+func (t *ticket) cancel() {
+	if t.hs != nil && t.p != (permit{}) {
 		now := time.Now()
 		for i, c := range t.hs.ctls {
 			c.undo(t.p.of(i), now)
 		}
 	}
-	t.p = taken{}
+	t.p = permit{}
+}
+
+// done tells each controller how the attempt of the permit ended (o),
+// with what it took for it, and reports the transition one made; the
+// permit is used.
+func (t *ticket) done(o seen) (ch change) {
+	p := t.p
+	t.p = permit{}
+	for i, c := range t.hs.ctls {
+		o.took = p.paced&(1<<i) != 0
+		if x := c.observe(o); x.opened || x.closed {
+			ch = x
+		}
+	}
+	return ch
 }
 
 // sending notes attempt n, about to go: when it started, and whether it
@@ -474,18 +489,11 @@ func (g *gate) record(t *ticket, r *result) {
 		return
 	}
 	o := g.seenOf(t, r)
-	p := t.p
-	t.p = taken{}
 	if !g.paced && o.answered && o.probe == 0 && hs.cb.quiet() {
+		t.p = permit{}
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
-	var ch change
-	for i, c := range hs.ctls {
-		o.took = p.paced&(1<<i) != 0
-		if x := c.observe(o); x.opened || x.closed {
-			ch = x
-		}
-	}
+	ch := t.done(o)
 	if ch.closed {
 		hs.health.reset()
 	}
@@ -564,7 +572,7 @@ func (g *gate) scoreCap() int32 {
 // but its budget charge, for it may have reached the host.
 func (g *gate) abandon(t *ticket) {
 	t.p.charged = false
-	g.cancel(t)
+	t.cancel()
 }
 
 // admission is what becomes of a retry that the ladder allows.
@@ -678,7 +686,7 @@ func (g *gate) hold(t *ticket, notBefore, limit time.Time) (GiveUpReason, error)
 		case err != nil:
 			return "", err
 		case !t.meEnd.IsZero() && !now.Before(t.meEnd):
-			hs.cb.undo(taken{probe: ticket}, now)
+			hs.cb.undo(permit{probe: ticket}, now)
 			return GiveUpMaxElapsed, nil
 		case end == holdGiveUp:
 			return GiveUpBreaker, nil
@@ -720,7 +728,7 @@ func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason
 	}
 	switch {
 	case v.act == actSend:
-		t.p = t.p.with(v.taken)
+		t.p = t.p.with(v.permit)
 		t.p.probe = ticket
 		return "", false
 	case end == holdProbe:
@@ -753,7 +761,7 @@ func (g *gate) charge(t *ticket, end holdEnd) (v verdictOf, lent bool) {
 	v = hs.bud.admit(a)
 	if v.act != actSend && end == holdReleased && hs.cb.borrow() {
 		hs.bud.lend(a.sec) // released by a recovery, beyond the share
-		return verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}, true
+		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}, true
 	}
 	return v, false
 }
@@ -770,7 +778,7 @@ func (g *gate) mayHedge(t *ticket) bool {
 	for i, c := range hs.ctls {
 		if v := c.admit(a); v.act != actSend {
 			for _, d := range hs.ctls[:i] {
-				d.undo(taken{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
+				d.undo(permit{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
 			}
 			return false
 		}
@@ -781,7 +789,7 @@ func (g *gate) mayHedge(t *ticket) bool {
 // refund gives back the charge of a retry that was never sent.
 func (g *gate) refund(t *ticket) {
 	if t.p.charged && t.hs != nil && g.budget != nil {
-		t.hs.bud.undo(taken{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
+		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
 	}
 	t.p.charged, t.p.chargedSec = false, 0
 }

@@ -290,7 +290,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 		}
 		return hold
 	case cb.probing == 0 && (!now.Before(cb.nextProbe) || (a.kind == kindFirst && cb.refused >= failFastEvery-1)):
-		return verdictOf{act: actSend, taken: taken{probe: cb.claim(now)}}
+		return verdictOf{act: actSend, permit: permit{probe: cb.claim(now)}}
 	}
 	if a.kind == kindFirst {
 		cb.refused++
@@ -299,7 +299,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 }
 
 // undo gives back a probe claimed for an attempt that was not sent.
-func (cb *circuit) undo(t taken, now time.Time) {
+func (cb *circuit) undo(t permit, now time.Time) {
 	if t.probe != 0 {
 		cb.mu.Lock()
 		cb.ended(t.probe, now)

@@ -198,7 +198,7 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 		return send // never reached the server: it costs it nothing
 	}
 	if c.b.allow(h, a.sec, a.healthy) {
-		return verdictOf{act: actSend, taken: taken{charged: true, chargedSec: a.sec}}
+		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
 	}
 	if a.kind == kindRetry && !a.healthy && c.b.room(h, a.sec, true) {
 		return hold
@@ -259,7 +259,7 @@ func (c *budgetCtl) lend(sec int64) {
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
-func (c *budgetCtl) undo(t taken, _ time.Time) {
+func (c *budgetCtl) undo(t permit, _ time.Time) {
 	if t.charged {
 		c.b.refund(&c.e.v, t.chargedSec)
 	}

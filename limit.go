@@ -99,7 +99,7 @@ func (l *limiter) admit(a ask) verdictOf {
 	defer l.mu.Unlock()
 	if w := a.waiter; w != nil {
 		if w.granted() {
-			return verdictOf{act: actSend, taken: taken{took: true}}
+			return verdictOf{act: actSend, permit: permit{took: true}}
 		}
 		if a.deadline != 0 && a.now >= a.deadline {
 			l.leaveLocked(w)
@@ -110,7 +110,7 @@ func (l *limiter) admit(a ask) verdictOf {
 	switch {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
-		return verdictOf{act: actSend, taken: taken{took: true}}
+		return verdictOf{act: actSend, permit: permit{took: true}}
 	case len(l.waiters) >= l.cfg.max:
 		return refuse(GiveUpLimit)
 	}
@@ -135,7 +135,7 @@ func (l *limiter) cap() int { return max(int(l.limit), 1) }
 // undo gives back a slot taken for an attempt that is not sent, and the
 // place in line of one that gave up waiting (its slot, if it was granted
 // one as it gave up).
-func (l *limiter) undo(t taken, _ time.Time) {
+func (l *limiter) undo(t permit, _ time.Time) {
 	if t.took || t.waiter != nil {
 		l.mu.Lock()
 		if t.took {

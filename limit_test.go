@@ -89,7 +89,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		sec.arrivals++
 		sec.limitSum += l.limit
 		if v := l.admit(ask{kind: kindFirst, now: base + int64(now)}); v.act != actSend {
-			l.undo(taken{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
+			l.undo(permit{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
 			sec.refused++
 			continue
 		}
@@ -166,13 +166,13 @@ func TestConcurrencyLimitDoesNotDrift(t *testing.T) {
 // waitInLine asks c for a first attempt as admission does, waiting out
 // what it asks for, within d if d > 0: it reports what it took and
 // whether the attempt may go.
-func waitInLine(ctx context.Context, c controller, d time.Duration) (taken, bool, error) {
+func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, bool, error) {
 	a := ask{kind: kindFirst, now: mono()}
 	if d > 0 {
 		a.deadline = a.now + int64(d)
 	}
 	v, err := (&ticket{ctx: ctx}).ask(c, a)
-	return v.taken, v.act == actSend, err
+	return v.permit, v.act == actSend, err
 }
 
 // A fixed limit: attempts over it wait their turn, in order, within
@@ -188,7 +188,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	if v := l.admit(ask{}); v.act != actWait || v.waiter == nil {
 		t.Fatalf("over the limit: %+v, want to wait in line", v)
 	} else {
-		l.undo(taken{waiter: v.waiter}, time.Time{}) // and it leaves the line
+		l.undo(permit{waiter: v.waiter}, time.Time{}) // and it leaves the line
 	}
 	var order []int
 	var mu sync.Mutex

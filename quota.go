@@ -175,7 +175,7 @@ func (p *quotaPart) left(now int64) float64 {
 	return p.remaining - p.since - p.foreign*float64(now-p.obs)
 }
 
-func (q *quota) undo(t taken, _ time.Time) {
+func (q *quota) undo(t permit, _ time.Time) {
 	if t.took {
 		q.mu.Lock()
 		q.inflight--
