@@ -641,31 +641,32 @@ func (g *gate) mayHold(hs *hostState, m int64) bool {
 }
 
 // afterWait passes a retry whose wait has ended: if the breaker opened
-// meanwhile, it is held (with FailFast, it goes only as the probe).
-func (g *gate) afterWait(t *ticket, notBefore, limit time.Time) (GiveUpReason, error) {
+// meanwhile, it is to be held (held: the caller holds it, g.hold), or,
+// with FailFast, it goes only as the probe.
+func (g *gate) afterWait(t *ticket) (reason GiveUpReason, held bool) {
 	hs := t.hs
 	if hs == nil || g.breaker == nil || t.p.probe != 0 {
-		return "", nil
+		return "", false
 	}
 	if !hs.cb.opened() {
 		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
-			return "", nil
+			return "", false
 		}
 	}
 	if t.owned {
 		g.refund(t)
-		return GiveUpCircuitOpen, nil // a layer above owns it: never held, back to it at once
+		return GiveUpCircuitOpen, false // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(t.question(kindProbe))
 		if v.act == actRefuse {
 			g.refund(t)
-			return v.reason, nil
+			return v.reason, false
 		}
 		t.p.probe = v.probe
-		return "", nil
+		return "", false
 	}
-	return g.hold(t, notBefore, limit)
+	return "", true
 }
 
 // hold holds a retry in the breaker's queue until it may go (charged to

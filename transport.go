@@ -253,8 +253,11 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 		nb, limit := k.holdTimes(now, delay, ra)
 		reason, err = g.hold(&k.t, nb, limit)
 	} else if err = sleep(k.ctx, delay); err == nil && k.t.hs != nil {
-		nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
-		reason, err = g.afterWait(&k.t, nb, limit)
+		var held bool
+		if reason, held = g.afterWait(&k.t); held { // the breaker opened meanwhile
+			nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
+			reason, err = g.hold(&k.t, nb, limit)
+		}
 	}
 	switch reason {
 	case GiveUpBreaker:
