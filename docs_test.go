@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,25 @@ func TestOverloadTablesAreTheStormRunsTables(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("docs/overload.md shows no storm table")
+	}
+}
+
+// The package doc's "Why a retry is not made" names every GiveUpReason.
+func TestWhyARetryIsNotMadeNamesEveryReason(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	start := strings.Index(doc, "// # Why a retry is not made")
+	end := strings.Index(doc[start+1:], "// # ")
+	if start < 0 || end < 0 {
+		t.Fatal(`doc.go has no section "Why a retry is not made"`)
+	}
+	section := strings.Join(strings.Fields(strings.ReplaceAll(doc[start:start+1+end], "//", "")), " ")
+	for _, r := range giveUpReasons {
+		if !regexp.MustCompile(`\b` + string(r) + `\b`).MatchString(section) {
+			t.Errorf("the package doc's \"Why a retry is not made\" does not name %s", r)
+		}
 	}
 }
