@@ -128,42 +128,68 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return r.resp, nil
 		}
-		f := k.facts(attempt, &r, prev)
-		v := decide(f)
-		var next io.ReadCloser
-		var adm admission
-		if v.giveUp == "" {
-			next, adm, v = k.acquire(v, &r)
+		var ended ending
+		if body, prev, ended = k.retry(attempt, &r, prev); ended.done {
+			return ended.resp, ended.err
 		}
-		if v.giveUp != "" {
-			return k.giveUp(v.giveUp, attempt, &r, v.delay)
-		}
-		decided := time.Now()
-		shown := r // what the hook is told of the attempt, once its wait ends
-		if reason, err := k.wait(adm, v.delay, f.serverWait(), &r); reason != "" || err != nil {
-			closeBody(next)
-			k.unclaim()
-			if err != nil {
-				k.endAttempt(&shown, AttemptEnd{End: decided})
-				if r.resp != nil {
-					r.resp.Body.Close() // kept for a give-up that did not come
-				}
-				return nil, &Error{Attempts: attempt, Err: err}
-			}
-			k.endAttempt(&r, AttemptEnd{GiveUp: reason, End: decided}) // giveUp's own report is then a no-op
-			return k.giveUp(reason, attempt, &r, 0)
-		}
-		if r.resp != nil {
-			r.resp.Body.Close() // the kept response, not needed now
-		}
-		k.t.lastDelay = v.delay
-		if adm == admitHold || k.t.wasHeld {
-			k.t.lastDelay = time.Since(decided) // a hold's wait is what it took
-		}
-		k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.t.lastDelay, End: decided})
-		k.scheduled(attempt, k.t.lastDelay, &r) // reported once it is sure to go
-		prev, body = f.backoff, next            // the Backoff's own last value, not Retry-After's
 	}
+}
+
+// ending is how a request ends, when it does (done).
+type ending struct {
+	done bool
+	resp *http.Response
+	err  error
+}
+
+// retry takes attempt n's failure worth retrying (r) through the ladder,
+// admission and the wait: it returns the next attempt's body and the
+// Backoff's own last value (not Retry-After's), or how the request ends.
+func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.Duration, ending) {
+	f := k.facts(n, r, prev)
+	v := decide(f)
+	var next io.ReadCloser
+	var adm admission
+	if v.giveUp == "" {
+		next, adm, v = k.acquire(v, r)
+	}
+	if v.giveUp != "" {
+		resp, err := k.giveUp(v.giveUp, n, r, v.delay)
+		return nil, 0, ending{true, resp, err}
+	}
+	decided := time.Now()
+	shown := *r // what the hook is told of the attempt, once its wait ends
+	if reason, err := k.wait(adm, v.delay, f.serverWait(), r); reason != "" || err != nil {
+		closeBody(next)
+		k.unclaim()
+		return nil, 0, k.waitEnded(n, r, &shown, reason, err, decided)
+	}
+	if r.resp != nil {
+		r.resp.Body.Close() // the kept response, not needed now
+	}
+	k.t.lastDelay = v.delay
+	if adm == admitHold || k.t.wasHeld {
+		k.t.lastDelay = time.Since(decided) // a hold's wait is what it took
+	}
+	k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.t.lastDelay, End: decided})
+	k.scheduled(n, k.t.lastDelay, r) // reported once it is sure to go
+	return next, f.backoff, ending{}
+}
+
+// waitEnded ends a request whose wait before attempt n+1 gave up (reason)
+// or was ended by its context (err): the hook is told of attempt n (as
+// shown, or with the give-up), and the give-up returns its last response.
+func (k *call) waitEnded(n int, r, shown *result, reason GiveUpReason, err error, decided time.Time) ending {
+	if err != nil {
+		k.endAttempt(shown, AttemptEnd{End: decided})
+		if r.resp != nil {
+			r.resp.Body.Close() // kept for a give-up that did not come
+		}
+		return ending{true, nil, &Error{Attempts: n, Err: err}}
+	}
+	k.endAttempt(r, AttemptEnd{GiveUp: reason, End: decided}) // giveUp's own report is then a no-op
+	resp, gerr := k.giveUp(reason, n, r, 0)
+	return ending{true, resp, gerr}
 }
 
 // facts gathers what decide needs about attempt n's result.
