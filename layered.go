@@ -115,7 +115,7 @@ func (r *recentFailures) again(req *http.Request, method string) bool {
 // A request that carries none of the headers looked at costs a few map
 // lookups and no allocation.
 func (k *call) detectLayered() {
-	c, h := k.c, k.req.Header
+	h := k.req.Header
 	if len(h) == 0 {
 		return
 	}
@@ -127,32 +127,43 @@ func (k *call) detectLayered() {
 			k.t.owned = true // its first try, of a schedule the SDK says is its own
 		}
 	}
-	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && c.layers.keys.seen(k.req.URL.Host+" azure "+v[0], unixSecond()) {
-		k.layered(layerAzure)
-	}
-	if v := h["X-Stainless-Retry-Count"]; len(v) > 0 && v[0] != "0" && v[0] != "" {
+	if retried(h["X-Stainless-Retry-Count"]) {
 		k.layered(layerStainless)
 	}
-	if v := h["Grpc-Previous-Rpc-Attempts"]; len(v) > 0 && v[0] != "0" && v[0] != "" {
+	if retried(h["Grpc-Previous-Rpc-Attempts"]) {
 		k.layered(layerGRPC)
 	}
-	if c.attemptHeader != "" {
+	if a := k.c.attemptHeader; a != "" {
 		// Our own header, from a Transport above: a retry if it says
 		// other than its first attempt would.
-		if v := h[c.attemptHeader]; len(v) > 0 && v[0] != c.attemptValueFor(1, c.maxAttempts) {
+		if v := h[a]; len(v) > 0 && v[0] != k.c.attemptValueFor(1, k.c.maxAttempts) {
 			k.layered(layerRetryhttp)
 		}
 	}
+	k.detectSeenAgain(h)
+}
+
+// retried reports whether a retry-count header's values say a retry:
+// a count other than 0.
+func retried(v []string) bool { return len(v) > 0 && v[0] != "0" && v[0] != "" }
+
+// detectSeenAgain looks for the ids a layer above keeps across its tries,
+// seen again within a minute: the caller's own Idempotency-Key (not an
+// injected one, and not on a redirect's hop, onto which http.Client
+// copies the headers), and an Azure SDK's x-ms-client-request-id.
+func (k *call) detectSeenAgain(h http.Header) {
+	host := k.req.URL.Host
 	if k.keyed && k.header == nil && k.req.Response == nil {
-		// The caller's own key, not an injected one, and not on a
-		// redirect's hop (http.Client copies the headers onto it).
 		key := h.Get(HeaderIdempotencyKey)
 		if key == "" {
 			key = h.Get(headerXIdempotencyKey)
 		}
-		if key != "" && c.layers.keys.seen(k.req.URL.Host+" "+key, unixSecond()) {
+		if key != "" && k.c.layers.keys.seen(host+" "+key, unixSecond()) {
 			k.layered(layerKey)
 		}
+	}
+	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.seen(host+" azure "+v[0], unixSecond()) {
+		k.layered(layerAzure)
 	}
 }
 

@@ -263,28 +263,8 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 // only if the retry may be held and give up later.
 func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
 	g := k.c.gate
-	mayHold := g != nil && (g.breaker != nil || g.paced) // held, or refused after the wait: either gives up with it
-	switch {
-	case r.resp == nil:
-	case mayHold:
-		detach(r.resp, k.c.held)
-	default:
-		discard(r.resp)
-		r.resp = nil
-	}
-	now := time.Now()
-	var reason GiveUpReason
-	var err error
-	if adm == admitHold {
-		nb, limit := k.holdTimes(now, delay, ra)
-		reason, err = g.hold(&k.t, nb, limit)
-	} else if err = sleep(k.ctx, delay); err == nil && k.t.hs != nil {
-		var held bool
-		if reason, held = g.afterWait(&k.t); held { // the breaker opened meanwhile
-			nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
-			reason, err = g.hold(&k.t, nb, limit)
-		}
-	}
+	k.keep(r)
+	reason, err := k.waitOrHold(adm, delay, ra)
 	switch reason {
 	case GiveUpBreaker:
 		r.err = noResponse(r, ErrBreakerHold)
@@ -296,6 +276,40 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 		}
 	}
 	return reason, err
+}
+
+// keep keeps r's response, for a retry that may give up after its wait
+// (held, or refused by a pacer), or lets it go.
+func (k *call) keep(r *result) {
+	g := k.c.gate
+	switch {
+	case r.resp == nil:
+	case g != nil && (g.breaker != nil || g.paced):
+		detach(r.resp, k.c.held)
+	default:
+		discard(r.resp)
+		r.resp = nil
+	}
+}
+
+// waitOrHold waits for delay, or holds the retry (adm), or holds it after
+// its wait if the breaker opened meanwhile (ra is the server's wait).
+func (k *call) waitOrHold(adm admission, delay, ra time.Duration) (GiveUpReason, error) {
+	g := k.c.gate
+	now := time.Now()
+	if adm == admitHold {
+		nb, limit := k.holdTimes(now, delay, ra)
+		return g.hold(&k.t, nb, limit)
+	}
+	if err := sleep(k.ctx, delay); err != nil || k.t.hs == nil {
+		return "", err
+	}
+	reason, held := g.afterWait(&k.t)
+	if !held { // the breaker did not open meanwhile
+		return reason, nil
+	}
+	nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
+	return g.hold(&k.t, nb, limit)
 }
 
 // pace asks the pacers for a retry whose wait is over: one they refuse
