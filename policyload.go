@@ -10,25 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"io"
 	"net/http"
 	"reflect"
 	"sort"
-	"strings"
-	"unicode/utf8"
 )
 
-// fieldError is an error about one field of a Policy, found at offset at
-// of its JSON (-1 if not known).
-type fieldError struct {
-	field, msg string
-	at         int64
-}
-
-func (e *fieldError) Error() string { return "field " + e.field + ": " + e.msg }
-
+// fieldErr is an error about one field of a Policy.
 func fieldErr(field, format string, args ...any) error {
-	return &fieldError{field, fmt.Sprintf(format, args...), -1}
+	return strictjson.Errorf(field, format, args...)
 }
 
 // ParsePolicy decodes one Policy from JSON. Keys are matched exactly, and
@@ -38,10 +29,10 @@ func fieldErr(field, format string, args ...any) error {
 // checked by Options.
 func ParsePolicy(data []byte) (Policy, error) {
 	var d policyDoc
-	if err := checkKeys(data, reflect.TypeFor[policyDoc]()); err != nil {
+	if err := policySchema.Check(data); err != nil {
 		return Policy{}, err
 	}
-	if err := decodeStrict(data, &d); err != nil {
+	if err := policySchema.Decode(data, &d); err != nil {
 		return Policy{}, err
 	}
 	return Policy{doc: d}, nil
@@ -90,21 +81,21 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		}
 		if err == nil {
 			_, err = p.Options() // the error names the field
-			var fe *fieldError
-			if errors.As(err, &fe) && fe.at < 0 {
-				fe.at = keyOffset(d.raw, fe.field)
+			var fe *strictjson.FieldError
+			if errors.As(err, &fe) && fe.At < 0 {
+				fe.At = strictjson.KeyOffset(d.raw, fe.Field)
 			}
 		}
 		if err != nil {
-			var fe *fieldError
-			if !errors.As(err, &fe) || fe.at < 0 {
+			var fe *strictjson.FieldError
+			if !errors.As(err, &fe) || fe.At < 0 {
 				// Not located in the file: say where the policy is.
-				err = fmt.Errorf("%w (the policy starts at %s)", err, lineCol(data, d.start))
+				err = fmt.Errorf("%w (the policy starts at %s)", err, strictjson.LineCol(data, d.start))
 			}
 			if name := cmp.Or(p.doc.Dependency, d.key, dependencyOf(d.raw)); name != "" {
-				return nil, fmt.Errorf("retryhttp: policy %q: %w", name, located(err, data, d.start))
+				return nil, fmt.Errorf("retryhttp: policy %q: %w", name, strictjson.Located(err, data, d.start))
 			}
-			return nil, fmt.Errorf("retryhttp: a policy without a dependency: %w", located(err, data, d.start))
+			return nil, fmt.Errorf("retryhttp: a policy without a dependency: %w", strictjson.Located(err, data, d.start))
 		}
 		ps = append(ps, p)
 	}
@@ -113,7 +104,7 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		// An error of the grouping (a dependency written twice without a
 		// match, an operation that changes the Transport's settings):
 		// say where the policy it is about starts.
-		return nil, fmt.Errorf("%w (the policy at %s)", err, lineCol(data, docs[at].start))
+		return nil, fmt.Errorf("%w (the policy at %s)", err, strictjson.LineCol(data, docs[at].start))
 	}
 	return grouped, nil
 }
@@ -204,7 +195,7 @@ func documents(data []byte) ([]document, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, located(err, data, 0)
+		return nil, strictjson.Located(err, data, 0)
 	}
 	var docs []document
 	switch tok {
@@ -214,7 +205,7 @@ func documents(data []byte) ([]document, error) {
 		// An object with a key that is a policy's field is one policy
 		// (whose dependency may be missing), not dependencies by name.
 		if isPolicy(data) {
-			return []document{{raw: bytes.TrimSpace(data), start: offsetOf(data, 0)}}, trailing(dec, data, true)
+			return []document{{raw: bytes.TrimSpace(data), start: strictjson.OffsetOf(data, 0)}}, trailing(dec, data, true)
 		}
 		docs, err = keyed(dec, data)
 	default:
@@ -264,20 +255,20 @@ func keyed(dec *json.Decoder, data []byte) ([]document, error) {
 	var docs []document
 	seen := map[string]bool{}
 	for dec.More() {
-		keyAt := offsetOf(data, dec.InputOffset())
+		keyAt := strictjson.OffsetOf(data, dec.InputOffset())
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, located(err, data, 0)
+			return nil, strictjson.Located(err, data, 0)
 		}
 		name, _ := tok.(string)
 		if seen[name] {
-			return nil, fmt.Errorf("%s: dependency %q is written twice", lineCol(data, dec.InputOffset()), name)
+			return nil, fmt.Errorf("%s: dependency %q is written twice", strictjson.LineCol(data, dec.InputOffset()), name)
 		}
 		seen[name] = true
-		start := offsetOf(data, dec.InputOffset())
+		start := strictjson.OffsetOf(data, dec.InputOffset())
 		if start < int64(len(data)) && data[start] == '[' {
 			if _, err := dec.Token(); err != nil {
-				return nil, located(err, data, 0)
+				return nil, strictjson.Located(err, data, 0)
 			}
 			ops, err := list(dec, data, name)
 			if err != nil {
@@ -288,33 +279,33 @@ func keyed(dec *json.Decoder, data []byte) ([]document, error) {
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("dependency %q: %w", name, located(err, data, start))
+			return nil, fmt.Errorf("dependency %q: %w", name, strictjson.Located(err, data, start))
 		}
-		if hint := didYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
+		if hint := policySchema.DidYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
 			// A scalar where a policy should be, under a key a letter
 			// or two from a field: one policy with a typo in its key,
 			// not an object of policies.
-			return nil, located(&fieldError{quoted(name), "not a field of the policy" + hint, keyAt}, data, 0)
+			return nil, strictjson.Located(&strictjson.FieldError{Field: strictjson.Quoted(name), Msg: "not a field of the policy" + hint, At: keyAt}, data, 0)
 		}
 		docs = append(docs, document{name, v, start})
 	}
 	_, err := dec.Token() // '}'
-	return docs, located(err, data, 0)
+	return docs, strictjson.Located(err, data, 0)
 }
 
 // list reads the policies of a list, after its '['.
 func list(dec *json.Decoder, data []byte, key string) ([]document, error) {
 	var docs []document
 	for dec.More() {
-		start := offsetOf(data, dec.InputOffset())
+		start := strictjson.OffsetOf(data, dec.InputOffset())
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, located(err, data, start)
+			return nil, strictjson.Located(err, data, start)
 		}
 		docs = append(docs, document{key, v, start})
 	}
 	_, err := dec.Token() // ']'
-	return docs, located(err, data, 0)
+	return docs, strictjson.Located(err, data, 0)
 }
 
 // trailing reports data after the value that dec has read, or, if whole,
@@ -324,19 +315,13 @@ func trailing(dec *json.Decoder, data []byte, whole bool) error {
 		var v json.RawMessage
 		dec = json.NewDecoder(bytes.NewReader(data))
 		if err := dec.Decode(&v); err != nil {
-			return located(err, data, 0)
+			return strictjson.Located(err, data, 0)
 		}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: data after the policies", lineCol(data, dec.InputOffset()))
+		return fmt.Errorf("%s: data after the policies", strictjson.LineCol(data, dec.InputOffset()))
 	}
 	return nil
-}
-
-// offsetOf is the offset of the first byte at or after off that is not
-// space or a separator.
-func offsetOf(data []byte, off int64) int64 {
-	return off + int64(len(data[off:])-len(bytes.TrimLeft(data[off:], " \t\r\n:,")))
 }
 
 // Transports makes one Transport per dependency over base, named after it
@@ -364,306 +349,14 @@ func (ps Policies) Transports(base http.RoundTripper, opts ...Option) (map[strin
 	return out, nil
 }
 
-// decodeStrict decodes data, whose keys checkKeys has checked, into v.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return &fieldError{te.Field, fmt.Sprintf("want %s, not %s", kindWords(te.Type), valueWords(te.Value)), keyOffset(data, te.Field)}
-		}
-		if errors.As(err, &te) {
-			return fmt.Errorf("want a policy (a section of fields), not %s", valueWords(te.Value))
-		}
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: data after the policy", lineCol(data, dec.InputOffset()))
-	}
-	return nil
-}
-
-// kindWords says what a field of type t takes, in words that are neither
-// JSON's nor Go's, so that a YAML file's errors read as well.
-func kindWords(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
-		return "a whole number"
-	case reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice:
-		return "a list of " + strings.TrimPrefix(kindWords(t.Elem()), "a ") + "s"
-	case reflect.Struct:
-		return "a section of fields"
-	}
-	return t.String()
-}
-
-// valueWords names what a JSON value was, from UnmarshalTypeError.Value.
-func valueWords(v string) string {
-	switch {
-	case v == "array":
-		return "a list"
-	case v == "object":
-		return "a section"
-	case v == "bool":
-		return "true or false"
-	case v == "number":
-		return "a number"
-	case strings.HasPrefix(v, "number "):
-		return "the number " + strings.TrimPrefix(v, "number ")
-	}
-	return "a " + v
-}
+// policySchema is what a policy's JSON must be.
+var policySchema = strictjson.Schema{Root: reflect.TypeFor[policyDoc](), Noun: "policy"}
 
 // policyKeys are the keys of a policy's top level.
-var policyKeys = fieldsByKey(reflect.TypeFor[policyDoc]())
+var policyKeys = strictjson.Fields(reflect.TypeFor[policyDoc]())
 
-func fieldsByKey(t reflect.Type) map[string]reflect.Type {
-	m := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
-			m[tag] = f.Type
-		}
-	}
-	return m
-}
-
-// The policy reader's limits: what LoadPolicies reads at most, how deep
-// values may nest (a policy nests 3 deep; a value nested past the limit
-// is an error, not a stack that grows with the input), and how much of a
-// key an error quotes.
-const (
-	maxPolicyBytes = 16 << 20
-	maxPolicyDepth = 32
-	maxQuotedKey   = 64
-)
-
-// checkKeys walks the JSON value in data along the schema type t: every
-// key of an object must be one of its fields' names, exactly, and written
-// once. Values are left to decodeStrict.
-func checkKeys(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	return walkKeys(dec, data, t, "", 0)
-}
-
-func walkKeys(dec *json.Decoder, data []byte, t reflect.Type, path string, depth int) error {
-	if depth > maxPolicyDepth {
-		return &fieldError{quoted(path), fmt.Sprintf("nested deeper than %d", maxPolicyDepth), offsetOf(data, dec.InputOffset())}
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		if t != nil && t.Kind() == reflect.Struct {
-			fields = fieldsByKey(t)
-		}
-		seen := map[string]bool{}
-		for dec.More() {
-			at := dec.InputOffset()
-			ktok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := ktok.(string)
-			at = offsetOf(data, at)
-			full := key
-			if path != "" {
-				full = path + "." + key
-			}
-			ft, ok := fields[key]
-			switch {
-			case fields != nil && !ok:
-				return &fieldError{quoted(full), "not a field of the policy" + didYouMean(key, path), at}
-			case seen[key]:
-				return &fieldError{quoted(full), "written twice", at}
-			}
-			seen[key] = true
-			if err := walkKeys(dec, data, ft, full, depth+1); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-		return err
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && t.Kind() == reflect.Slice {
-			elem = t.Elem()
-		}
-		for dec.More() {
-			if err := walkKeys(dec, data, elem, path, depth+1); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-		return err
-	}
-	return nil
-}
-
-// keyOffset is where the key of the field at path is in data, or -1.
-func keyOffset(data []byte, path string) int64 {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	want := strings.Split(path, ".")
-	depth := 0 // objects entered along want
-	for {
-		at := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return -1
-		}
-		switch tok {
-		case json.Delim('{'):
-			continue
-		case json.Delim('}'):
-			return -1
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return -1
-		}
-		if key != want[depth] {
-			var v json.RawMessage
-			if dec.Decode(&v) != nil {
-				return -1
-			}
-			continue
-		}
-		if depth++; depth == len(want) {
-			return offsetOf(data, at)
-		}
-	}
-}
-
-// didYouMean names the field that key, found under path, was probably
-// meant to be: one a letter or two away, written in another case, or in
-// another section of the policy.
-func didYouMean(key, path string) string {
-	if len(key) > maxQuotedKey {
-		return "" // no field is near so long a key: not measured
-	}
-	best, bestDist := "", 3+len(key)/6 // 3 for a short key, 4 for "initial_delay"
-	var visit func(prefix string, t reflect.Type)
-	visit = func(prefix string, t reflect.Type) {
-		for k, ft := range fieldsByKey(t) {
-			full := k
-			if prefix != "" {
-				full = prefix + "." + k
-			}
-			d := editDistance(strings.ToLower(key), k)
-			if prefix != path && d > 0 {
-				d++ // a near miss in the section written beats one elsewhere
-			}
-			if d < bestDist || (d == bestDist && full < best) {
-				best, bestDist = full, d
-			}
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				visit(full, ft)
-			}
-		}
-	}
-	visit("", reflect.TypeFor[policyDoc]())
-	if best == "" {
-		return ""
-	}
-	return ": did you mean " + best + "?"
-}
-
-// quoted is a field's path as an error names it: whole, or its first
-// maxQuotedKey bytes and how long it is.
-func quoted(path string) string {
-	if len(path) <= maxQuotedKey {
-		return path
-	}
-	cut := maxQuotedKey
-	for cut > 0 && !utf8.RuneStart(path[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", path[:cut], len(path))
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
-
-// lineCol says where offset lies in data: "line 3, column 7".
-func lineCol(data []byte, offset int64) string {
-	offset = min(max(offset, 0), int64(len(data)))
-	line := 1 + bytes.Count(data[:offset], []byte("\n"))
-	col := 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:offset], '\n')+1:offset]) // characters, not bytes
-	return fmt.Sprintf("line %d, column %d", line, col)
-}
-
-// syntaxAt is where a syntax error is: its offset counts the byte at
-// fault, but for the end of the input, which has none.
-func syntaxAt(data []byte, se *json.SyntaxError) int64 {
-	if se.Offset >= int64(len(data)) {
-		return se.Offset
-	}
-	return se.Offset - 1
-}
-
-// located adds the line and column of a JSON syntax error in data, found
-// at base + its offset.
-func located(err error, data []byte, base int64) error {
-	var se *json.SyntaxError
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		var v any
-		if errors.As(json.Unmarshal(data, &v), &se) {
-			return fmt.Errorf("%s: %w", lineCol(data, syntaxAt(data, se)), se)
-		}
-	}
-	if errors.As(err, &se) {
-		// A Decoder's offsets count from where it began, not from the
-		// value: find the error's place in the whole of data instead.
-		var all *json.SyntaxError
-		var v any
-		if errors.As(json.Unmarshal(data, &v), &all) {
-			return fmt.Errorf("%s: %w", lineCol(data, syntaxAt(data, all)), err)
-		}
-		return fmt.Errorf("%s: %w", lineCol(data, base+se.Offset-1), err)
-	}
-	var fe *fieldError
-	if errors.As(err, &fe) && fe.at >= 0 {
-		return fmt.Errorf("%s: %w", lineCol(data, base+fe.at), err)
-	}
-	return err
-}
+// maxPolicyBytes is what LoadPolicies reads at most.
+const maxPolicyBytes = 16 << 20
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"math"
 	"net"
 	"net/http"
@@ -137,7 +138,7 @@ func (d *policyDoc) retryOptions() ([]fieldOption, error) {
 	}
 	if r.Backoff != nil || r.InitialDelayMS != nil || r.MaxDelayMS != nil {
 		field, b, err := r.backoff()
-		var fe *fieldError
+		var fe *strictjson.FieldError
 		switch {
 		case errors.As(err, &fe):
 			return nil, err

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"net/http"
 	"os"
 	"strings"
@@ -183,7 +184,7 @@ func TestPolicyTemplateErrors(t *testing.T) {
 	if _, err := NewPolicies(Policy{}); err == nil {
 		t.Error("NewPolicies(a policy without dependency) accepted")
 	}
-	var fe *fieldError
+	var fe *strictjson.FieldError
 	if _, err := mustPolicy(t, `{"retry": {"backoff": "x"}}`).Options(); !errors.As(err, &fe) {
 		t.Errorf("Options error %T, want a field error", err)
 	}
