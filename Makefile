@@ -86,8 +86,8 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzTransport$$' .
 	$(FUZZ) -fuzz '^FuzzPolicy$$' .
 	$(FUZZ) -fuzz '^FuzzPolicyShapes$$' .
-	$(FUZZ) -fuzz '^FuzzRateLimitWait$$' .
-	$(FUZZ) -fuzz '^FuzzHintMillis$$' .
+	$(FUZZ) -fuzz '^FuzzRateLimitWait$$' ./internal/ratelimit
+	$(FUZZ) -fuzz '^FuzzHintMillis$$' ./internal/ratelimit
 
 # bench-check: the benchmark module builds, passes vet, and its tests pass.
 bench-check:

@@ -8,6 +8,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -215,10 +216,10 @@ func (k *call) retryableResponse(resp *http.Response) bool {
 	if code < 400 {
 		return k.retryableStatus(code)
 	}
-	if retry, said := shouldRetry(resp.Header); said {
+	if retry, said := ratelimit.ShouldRetry(resp.Header); said {
 		return retry
 	}
-	return k.retryableStatus(code) || k.c.unprocessed.has(code) || throttled(code, resp.Header)
+	return k.retryableStatus(code) || k.c.unprocessed.has(code) || ratelimit.Throttled(code, resp.Header)
 }
 
 // retryableStatus reports whether code is worth retrying for this request.

@@ -17,7 +17,7 @@ type facts struct {
 	bodyOnce    bool          // the body cannot be sent again
 	backoff     time.Duration // what the Backoff asks for
 	retryAfter  time.Duration // the wait the response asks for (Retry-After or a rate-limit hint), if hasRA
-	raSpread    time.Duration // retryAfter, spread upward (spread in ratelimit.go)
+	raSpread    time.Duration // retryAfter, spread upward (spread in retryafter.go)
 	hasRA       bool
 	maxRA       time.Duration // WithMaxRetryAfter
 	untilDL     time.Duration // time left before the context deadline, if hasDL

@@ -8,6 +8,7 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -193,8 +194,8 @@ func (q *quota) observe(o seen) change {
 	}
 	var rs [maxQuotaParts]quotaReading
 	readings := quotaReadings(o.header, o.status, o.wall, rs[:0])
-	var ps [maxQuotaParts]quotaPolicy
-	policies := quotaPolicies(o.header, ps[:0])
+	var ps [maxQuotaParts]ratelimit.Policy
+	policies := ratelimit.Policies(o.header, quotaHorizon, ps[:0])
 	q.mu.Lock()
 	q.inflight = max(q.inflight-1, 0)
 	for _, r := range readings {
@@ -296,49 +297,13 @@ func (p *quotaPart) learn(r quotaReading) {
 	}
 }
 
-// quotaPolicy is one quota's size and window, as the IETF RateLimit-Policy
-// field states them.
-type quotaPolicy struct {
-	key    string
-	quota  int64
-	window time.Duration
-}
-
-// quotaPolicies reads the IETF RateLimit-Policy field (draft 8 on): items
-// such as "burst";q=100;w=60;pk=:key:, keyed as RateLimit's items are.
-func quotaPolicies(h http.Header, out []quotaPolicy) []quotaPolicy {
-	for _, line := range h.Values("Ratelimit-Policy") {
-		for _, item := range strings.Split(line, ",") {
-			if len(out) == cap(out) {
-				continue
-			}
-			var p quotaPolicy
-			var okQ, okW bool
-			key, ok := sfItem(item, func(k, v string) {
-				switch k {
-				case "q":
-					p.quota, okQ = count(v)
-				case "w":
-					p.window, okW = seconds(v)
-				}
-			})
-			p.key = key
-			okQ = okQ && ok
-			if okQ && okW && p.quota > 0 && p.window > 0 && p.window <= quotaHorizon {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
 // size takes a quota's stated size and window, for the quota of the same
 // key that RateLimit reports: a window that rolls over is then known full
 // from the first answer, not learnt window by window; mu is held.
-func (q *quota) size(pol quotaPolicy) {
+func (q *quota) size(pol ratelimit.Policy) {
 	for i := range q.parts {
-		if p := &q.parts[i]; p.key == pol.key {
-			p.limit, p.window, p.sized = float64(pol.quota), int64(pol.window), true
+		if p := &q.parts[i]; p.key == pol.Key {
+			p.limit, p.window, p.sized = float64(pol.Quota), int64(pol.Window), true
 			return
 		}
 	}
@@ -351,47 +316,18 @@ type quotaReading struct {
 	reset     time.Duration // from now
 }
 
-// quotaReadings reads the quotas a response states: each IETF RateLimit
-// item (keyed by its policy's name and partition key), the
-// RateLimit-Remaining and X-RateLimit-Remaining families with their
-// -Reset, OpenAI's and Anthropic's request counts; and, on a 429 that
-// states none, its wait as a quota spent until then.
+// quotaReadings reads the quotas a response states, from the limits
+// internal/ratelimit reads that count requests (ratelimit.Item.Requests);
+// and, on a 429 that states none, its wait as a quota spent until then.
 func quotaReadings(h http.Header, status int, now time.Time, out []quotaReading) []quotaReading {
-	for _, line := range h.Values("Ratelimit") {
-		for _, item := range strings.Split(line, ",") {
-			if r, ok := ietfItem(item); ok {
-				out = addReading(out, r)
-			}
+	ratelimit.Items(h, now, func(it ratelimit.Item) {
+		if it.Requests {
+			out = addReading(out, quotaReading{it.Key, it.Remaining, it.Reset})
 		}
-	}
-	out = fieldReadings(h, now, out)
+	})
 	if len(out) == 0 && status == http.StatusTooManyRequests {
-		if d, ok := rateLimitWait(h, now); ok {
+		if d, ok := ratelimit.Wait(h, now); ok {
 			out = addReading(out, quotaReading{"429", 0, d})
-		}
-	}
-	return out
-}
-
-// fieldReadings adds to out the quotas said in fields of their own: the
-// RateLimit and X-RateLimit -Remaining and -Reset pairs, OpenAI's and
-// Anthropic's.
-func fieldReadings(h http.Header, now time.Time, out []quotaReading) []quotaReading {
-	for _, family := range [...]string{"Ratelimit", "X-Ratelimit"} {
-		left, ok1 := count(h.Get(family + "-Remaining"))
-		reset, ok2 := resetAt(h.Get(family+"-Reset"), now)
-		if ok1 && ok2 {
-			out = addReading(out, quotaReading{family, left, reset})
-		}
-	}
-	if left, ok := count(h.Get("X-Ratelimit-Remaining-Requests")); ok {
-		if reset, ok := goDuration(h.Get("X-Ratelimit-Reset-Requests")); ok {
-			out = addReading(out, quotaReading{"openai", left, reset})
-		}
-	}
-	if left, ok := count(h.Get("Anthropic-Ratelimit-Requests-Remaining")); ok {
-		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(h.Get("Anthropic-Ratelimit-Requests-Reset"))); err == nil {
-			out = addReading(out, quotaReading{"anthropic", left, min(max(t.Sub(now), 0), maxHint)})
 		}
 	}
 	return out
@@ -404,47 +340,6 @@ func addReading(out []quotaReading, r quotaReading) []quotaReading {
 		out = append(out, r)
 	}
 	return out
-}
-
-// ietfItem reads one item of the IETF RateLimit field (draft 7 on):
-// "name";r=remaining;t=seconds;pk=:key:. The older single-item form
-// ("limit=10, remaining=0, reset=5") is split over items, and not read
-// here: its parameters are the RateLimit-Remaining family's.
-func ietfItem(item string) (quotaReading, bool) {
-	var r quotaReading
-	var okR, okT bool
-	key, ok := sfItem(item, func(k, v string) {
-		switch k {
-		case "r":
-			r.remaining, okR = count(v)
-		case "t":
-			r.reset, okT = seconds(v)
-		}
-	})
-	r.key = key
-	return r, ok && okR && okT
-}
-
-// sfItem reads one item of a RateLimit or RateLimit-Policy field,
-// "name";k=v;...;pk=:key:: it gives each parameter (its name in lower
-// case) to param, and returns the item's key, its name and partition
-// key; ok is false for an item with no parameters.
-func sfItem(item string, param func(k, v string)) (key string, ok bool) {
-	params := strings.Split(item, ";")
-	if len(params) < 2 {
-		return "", false
-	}
-	key = strings.TrimSpace(params[0])
-	for _, p := range params[1:] {
-		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-		k = strings.ToLower(strings.TrimSpace(k))
-		if k == "pk" {
-			key += ";" + strings.TrimSpace(v)
-			continue
-		}
-		param(k, v)
-	}
-	return key, true
 }
 
 // idle reports whether forgetting the host would lose nothing: no quota

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"container/heap"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -271,10 +272,11 @@ func TestQuotaPolicyField(t *testing.T) {
 	h.Add("RateLimit-Policy", `"burst";q=100;w=60,"daily";q=1000;w=86400`)
 	h.Add("RateLimit-Policy", `"peruser";q=100;w=60;pk=:cHsdsRa894=:`)
 	h.Add("RateLimit-Policy", `"bad";q=-1;w=60, "nowindow";q=5, "toolong";q=1;w=999999999`)
-	got := quotaPolicies(h, make([]quotaPolicy, 0, maxQuotaParts))
-	want := []quotaPolicy{{`"burst"`, 100, time.Minute}, {`"daily"`, 1000, 24 * time.Hour}, {`"peruser";:cHsdsRa894=:`, 100, time.Minute}}
+	got := ratelimit.Policies(h, quotaHorizon, make([]ratelimit.Policy, 0, maxQuotaParts))
+	want := []ratelimit.Policy{{Key: `"burst"`, Quota: 100, Window: time.Minute}, {Key: `"daily"`, Quota: 1000, Window: 24 * time.Hour},
+		{Key: `"peruser";:cHsdsRa894=:`, Quota: 100, Window: time.Minute}}
 	if !slices.Equal(got, want) {
-		t.Errorf("quotaPolicies = %v, want %v", got, want)
+		t.Errorf("ratelimit.Policies = %v, want %v", got, want)
 	}
 	// Keyed as RateLimit's items: a policy's size reaches its quota.
 	var q quota

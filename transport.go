@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"io"
 	"net/http"
 	"time"
@@ -209,7 +210,7 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		k.t.firstFail = now
 	}
 	if r.resp != nil {
-		f.retryAfter, f.hasRA = rateLimitWait(r.resp.Header, now)
+		f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now)
 		f.raSpread = spread(f.retryAfter)
 	}
 	if dl, ok := k.ctx.Deadline(); ok {

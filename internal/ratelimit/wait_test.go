@@ -1,17 +1,12 @@
-package retryhttp
+package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 func TestRateLimitWait(t *testing.T) {
@@ -50,7 +45,7 @@ func TestRateLimitWait(t *testing.T) {
 		{"Azure's x-ms-retry-after-ms", h("x-ms-retry-after-ms", "1500"), 1500 * time.Millisecond, true},
 		{"x-ms-retry-after-ms before Retry-After", h("x-ms-retry-after-ms", "1500", "Retry-After", "9"), 1500 * time.Millisecond, true},
 		{"retry-after-ms in exponent notation", h("retry-after-ms", "1.5e3"), 1500 * time.Millisecond, true},
-		{"retry-after-ms too large, in exponent notation", h("retry-after-ms", "1e15"), maxHint, true},
+		{"retry-after-ms too large, in exponent notation", h("retry-after-ms", "1e15"), MaxWait, true},
 		{"x-amz-retry-after, a signed exponent", h("x-amz-retry-after", "25E+2"), 2500 * time.Millisecond, true},
 		{"retry-after-ms, a bare exponent: malformed", h("retry-after-ms", "e3"), 0, false},
 		{"retry-after-ms, a sign: malformed", h("retry-after-ms", "-1e3"), 0, false},
@@ -65,10 +60,10 @@ func TestRateLimitWait(t *testing.T) {
 			"anthropic-ratelimit-input-tokens-reset", now.Add(4*time.Second).UTC().Format(time.RFC3339)), 4 * time.Second, true},
 		// Too large to represent: the longest wait, never no hint.
 		{"retry-after-ms, 10^12", h("retry-after-ms", "1000000000000"), 1e12 * time.Millisecond, true},
-		{"retry-after-ms, beyond float64", h("retry-after-ms", "1"+strings.Repeat("0", 400)), maxHint, true},
-		{"X-RateLimit-Reset, 10^20", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "100000000000000000000"), maxHint, true},
-		{"RateLimit t, 10^20", h("RateLimit", `"d";r=0;t=100000000000000000000`), maxHint, true},
-		{"OpenAI, 9999999h", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999h"), maxHint, true},
+		{"retry-after-ms, beyond float64", h("retry-after-ms", "1"+strings.Repeat("0", 400)), MaxWait, true},
+		{"X-RateLimit-Reset, 10^20", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "100000000000000000000"), MaxWait, true},
+		{"RateLimit t, 10^20", h("RateLimit", `"d";r=0;t=100000000000000000000`), MaxWait, true},
+		{"OpenAI, 9999999h", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999h"), MaxWait, true},
 		{"OpenAI, malformed", h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9999999 hours"), 0, false},
 		// Milliseconds are digits, with a fraction at most: not Go's float syntax.
 		{"retry-after-ms, inf", h("retry-after-ms", "inf"), 0, false},
@@ -84,89 +79,11 @@ func TestRateLimitWait(t *testing.T) {
 		{"none", h(), 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := rateLimitWait(tt.h, now)
+		got, ok := Wait(tt.h, now)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("%s: %v, %v; want %v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
-}
-
-// x-should-retry: false makes an answer final; true makes it worth
-// retrying, within the method gate. A 403 with X-RateLimit-Remaining: 0
-// is a throttle; a plain 403 is final.
-func TestShouldRetryAndThrottles(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		method string
-		reply  retrytest.Reply
-		want   int
-	}{
-		{"503, x-should-retry: false", "GET", retrytest.Reply{Status: 503, Header: http.Header{"X-Should-Retry": {"false"}}}, 1},
-		{"400, x-should-retry: true", "GET", retrytest.Reply{Status: 400, Header: http.Header{"X-Should-Retry": {"true"}}}, 2},
-		{"400, x-should-retry: true, bare POST", "POST", retrytest.Reply{Status: 400, Header: http.Header{"X-Should-Retry": {"true"}}}, 1},
-		{"403 throttle", "GET", retrytest.Reply{Status: 403, Header: http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1"}}}, 2},
-		{"plain 403", "GET", retrytest.Reply{Status: 403}, 1},
-		// GitHub's secondary rate limit: 403, Retry-After, requests left.
-		{"403 secondary limit", "GET", retrytest.Reply{Status: 403, Header: http.Header{"Retry-After": {"1"}, "X-Ratelimit-Remaining": {"4999"}}}, 2},
-	} {
-		base := retrytest.NewScriptTransport(retrytest.Step{Reply: tt.reply})
-		tr, _ := testTransport(base)
-		synctest.Test(t, func(t *testing.T) {
-			resp, err := tr.RoundTrip(newRequest(t, tt.method, "http://h/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		})
-		if base.Count() != tt.want {
-			t.Errorf("%s: %d attempts, want %d", tt.name, base.Count(), tt.want)
-		}
-	}
-}
-
-// 40 clients told Retry-After: 1 at once come back over [1s, 1.2s], not
-// in the same instant, and none before 1s.
-func TestHintSpread(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var at []time.Duration
-		start := time.Now()
-		seen := map[string]int{}
-		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			id := r.Header.Get("X-Id")
-			seen[id]++
-			if seen[id] == 1 {
-				return &http.Response{StatusCode: 429, Body: http.NoBody, Header: http.Header{"Retry-After": {"1"}}}, nil
-			}
-			at = append(at, time.Since(start))
-			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
-		})
-		var wg sync.WaitGroup
-		for i := range 40 {
-			tr := New(base, WithBackoff(Constant(0))) // one client each
-			wg.Go(func() {
-				req := newRequest(t, "GET", "http://h/", nil).WithContext(context.Background())
-				req.Header.Set("X-Id", strconv.Itoa(i))
-				resp, err := tr.RoundTrip(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-			})
-		}
-		wg.Wait()
-		distinct := map[time.Duration]bool{}
-		for _, d := range at {
-			if d < time.Second || d > 1200*time.Millisecond {
-				t.Errorf("a retry at %v, outside [1s, 1.2s]", d)
-			}
-			distinct[d] = true
-		}
-		if len(at) != 40 || len(distinct) < 30 {
-			t.Errorf("%d retries at %d distinct instants; want 40 spread out", len(at), len(distinct))
-		}
-	})
 }
 
 func FuzzRateLimitWait(f *testing.F) {
@@ -185,43 +102,11 @@ func FuzzRateLimitWait(f *testing.F) {
 			{"X-Amz-Retry-After": {a}, "Ratelimit": {a, b}},
 			{"Anthropic-Ratelimit-Tokens-Remaining": {a}, "Anthropic-Ratelimit-Tokens-Reset": {b}},
 		} {
-			if d, ok := rateLimitWait(h, now); d < 0 || d > maxHint || (!ok && d != 0) {
-				t.Fatalf("rateLimitWait(%v) = %v, %v", h, d, ok)
+			if d, ok := Wait(h, now); d < 0 || d > MaxWait || (!ok && d != 0) {
+				t.Fatalf("Wait(%v) = %v, %v", h, d, ok)
 			}
-		}
-		if d := spread(time.Duration(len(a)) * time.Second); d < time.Duration(len(a))*time.Second {
-			t.Fatalf("spread went below the hint")
 		}
 	})
-}
-
-// A hint too large to represent, or longer than WithMaxRetryAfter, returns
-// the response at once: it is never read as no hint, which would retry at
-// once.
-func TestHugeHintsReturnAtOnce(t *testing.T) {
-	for _, hd := range []http.Header{
-		{"Retry-After-Ms": {"1000000000000"}},
-		{"Retry-After-Ms": {"1" + strings.Repeat("0", 400)}},
-		{"X-Amz-Retry-After": {"99999999999999999999"}},
-		{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"100000000000000000000"}},
-		{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"100000000000000000000"}},
-		{"X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Requests": {"9999999h"}},
-		{"Anthropic-Ratelimit-Requests-Remaining": {"0"}, "Anthropic-Ratelimit-Requests-Reset": {"2999-01-01T00:00:00Z"}},
-	} {
-		synctest.Test(t, func(t *testing.T) {
-			base := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Status: 429, Header: hd}})
-			tr, _ := testTransport(base)
-			start := time.Now()
-			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if base.Count() != 1 || resp.StatusCode != 429 || time.Since(start) != 0 {
-				t.Errorf("%v: %d attempts, %d after %v; want the 429 at once", hd, base.Count(), resp.StatusCode, time.Since(start))
-			}
-		})
-	}
 }
 
 // FuzzHintMillis: every millisecond hint (retry-after-ms, Azure's
@@ -235,16 +120,16 @@ func FuzzHintMillis(f *testing.F) {
 	grammar := regexp.MustCompile(`^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 	now := time.Unix(1_700_000_000, 0)
 	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := hintMillis(v)
+		d, ok := Millis(v)
 		if want := grammar.MatchString(strings.TrimSpace(v)); ok != want {
-			t.Fatalf("hintMillis(%q) ok = %v, want %v (the grammar)", v, ok, want)
+			t.Fatalf("Millis(%q) ok = %v, want %v (the grammar)", v, ok, want)
 		}
-		if d < 0 || d > maxHint || (!ok && d != 0) {
-			t.Fatalf("hintMillis(%q) = %v, %v", v, d, ok)
+		if d < 0 || d > MaxWait || (!ok && d != 0) {
+			t.Fatalf("Millis(%q) = %v, %v", v, d, ok)
 		}
 		for _, name := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
-			if e, eok := rateLimitWait(http.Header{name: {v}}, now); eok != ok || e != d {
-				t.Fatalf("%s: %q = %v, %v; hintMillis says %v, %v", name, v, e, eok, d, ok)
+			if e, eok := Wait(http.Header{name: {v}}, now); eok != ok || e != d {
+				t.Fatalf("%s: %q = %v, %v; Millis says %v, %v", name, v, e, eok, d, ok)
 			}
 		}
 	})
