@@ -19,7 +19,8 @@ test:
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestLoad|TestSimulator|TestQuotaPacing$$' -load.full .
+	$(GO) test -count=1 -run 'TestLoad|TestSimulator' -load.full .
+	$(GO) test -count=1 -run 'TestQuotaPacing$$' -load.full ./internal/admission
 
 demo:
 	$(GO) run ./examples/demo

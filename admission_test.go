@@ -242,7 +242,7 @@ func openBreaker(t *testing.T, tr *Transport, fail *atomic.Bool) {
 			resp.Body.Close()
 		}
 	}
-	if !hostOf(tr, "h").cb.isOpen.Load() {
+	if !hostOf(tr, "h").Open {
 		t.Fatal("the breaker did not open")
 	}
 }
@@ -524,8 +524,8 @@ func TestFailFastHungProbe(t *testing.T) {
 			}
 		}
 		cancel()
-		if got != 200 || hostOf(tr, "h").cb.isOpen.Load() {
-			t.Errorf("after a hung probe: status %d, open %v; want 200 and closed", got, hostOf(tr, "h").cb.isOpen.Load())
+		if got != 200 || hostOf(tr, "h").Open {
+			t.Errorf("after a hung probe: status %d, open %v; want 200 and closed", got, hostOf(tr, "h").Open)
 		}
 	})
 }

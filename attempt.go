@@ -8,6 +8,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"io"
 	"net/http"
@@ -18,7 +19,7 @@ import (
 )
 
 // call is the state of one logical request: it lives in RoundTrip's
-// frame. What admission needs of it is in t (admission.go).
+// frame. What admission needs of it is in t (internal/admission).
 type call struct {
 	c          *config
 	req        *http.Request
@@ -28,7 +29,9 @@ type call struct {
 	keyed      bool
 	replayable bool
 	sent       sentTrace
-	t          ticket           // its admission state: the host's (t.hs), nil with no budget, breaker, hedging or pacer
+	t          admission.Ticket // its admission state; its host is not known with no budget, breaker, hedging or pacer
+	lastDelay  time.Duration    // the wait before the attempt in flight
+	span       time.Duration    // how long after its first failure a retry of it may be held (its share of the schedule)
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	start      time.Time        // when the first attempt began, with WithMaxElapsed only
 	tried      *tried           // the addresses its attempts went to, with WithAddressRotation
@@ -63,10 +66,10 @@ type result struct {
 // attempt's body.
 func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	*k = call{c: c, req: req, ctx: req.Context()}
-	k.t.ctx = k.ctx
+	k.t.Ctx = k.ctx
 	if c.maxElapsed > 0 {
 		k.start = time.Now()
-		k.t.meEnd = k.start.Add(c.maxElapsed)
+		k.t.MaxElapsedEnd = k.start.Add(c.maxElapsed)
 	}
 	method := req.Method
 	if method == "" {
@@ -74,7 +77,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 	c.metrics.request(method)
 	if c.gate != nil {
-		c.gate.enter(&k.t, req.URL.Scheme, req.URL.Host)
+		c.gate.Enter(&k.t, req.URL.Scheme, req.URL.Host)
 	}
 
 	// A request declared unsafe (NotIdempotent) is repeated only with a
@@ -94,8 +97,8 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	if c.layers.failed.again(req, method) {
 		k.layered(layerRepeat)
 	}
-	if !k.t.owned {
-		k.t.owned = k.ownedAbove()
+	if !k.t.Owned {
+		k.t.Owned = k.ownedAbove()
 	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
@@ -166,20 +169,20 @@ func closeBody(b io.ReadCloser) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if k.t.p.probe != 0 || k.t.p.paced != 0 {
+	if k.t.Holds() {
 		// A panic in the base must not leave the host waiting for a
 		// probe that never ends, or a slot or quota that is never given back.
 		defer func() {
 			if p := recover(); p != nil {
-				k.c.gate.abandon(&k.t)
+				k.c.gate.Abandon(&k.t)
 				panic(p)
 			}
 		}()
 	}
 	if k.c.gate != nil {
-		k.c.gate.sending(&k.t, n)
+		k.c.gate.Sending(&k.t, n)
 	}
-	if n == 1 && k.c.gate != nil && k.c.gate.hedge != nil {
+	if n == 1 && k.c.gate != nil && k.c.hedge != nil {
 		return k.hedged(body)
 	}
 	a := k.prepare(k.ctx, n, body, false)
@@ -235,7 +238,7 @@ func (k *call) retryableStatus(code int) bool {
 func (k *call) record(r *result) {
 	k.c.metrics.attempt(r.outcome)
 	if k.c.gate != nil {
-		k.c.gate.record(&k.t, r)
+		k.c.gate.Record(&k.t, r.told())
 	}
 }
 
@@ -293,7 +296,7 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 	if c.attemptHook != nil {
 		var hctx context.Context
 		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
-			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.t.lastDelay, Hedge: hedge, Name: c.displayName()})
+			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge, Name: c.displayName()})
 		if hctx != nil {
 			ctx = hctx
 		}

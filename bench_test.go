@@ -163,7 +163,7 @@ func BenchmarkRefusal(b *testing.B) {
 		for range 2 { // one in flight, one waiting: the queue is full
 			go func() { rt.RoundTrip(req); done <- struct{}{} }()
 		}
-		for pacerOf[limiter](hostOf(rt, "127.0.0.1")).waitersLen() < 1 {
+		for hostOf(rt, "127.0.0.1").Waiting < 1 {
 			time.Sleep(time.Millisecond)
 		}
 		b.ReportAllocs()

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"net/http"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,262 +24,18 @@ func newTestConfig(t *testing.T, opts ...Option) *config {
 	return c
 }
 
-// heldCall is a request to host "h" whose retry is about to be held.
-func heldCall(c *config, ctx context.Context) *call {
-	return &call{c: c, ctx: ctx, t: ticket{ctx: ctx, hs: c.gate.hosts.get("h")}}
-}
+// hostOf is host h's admission, as it stands.
+func hostOf(tr *Transport, h string) admission.View { return tr.c.gate.View(h) }
 
-// hostOf returns the admission state of host h.
-func hostOf(tr *Transport, h string) *hostState { return tr.c.gate.hosts.get(h) }
-
-// feed records attempts to hs as the pattern says (F: failed in a way
-// worth retrying, S: answered), 2ms apart.
-func feed(c *config, hs *hostState, pattern string) {
-	k := &call{c: c, t: ticket{hs: hs}}
-	for _, ch := range pattern {
+// trip opens host h's breaker: as many failures as its threshold, 2ms
+// apart, told to the gate as the Transport tells it.
+func trip(tr *Transport, h string) {
+	for range resolveBreaker(*tr.c.breaker, tr.c.schedule).Threshold {
 		time.Sleep(2 * time.Millisecond)
-		k.t.start = mono()
-		r := result{retryable: ch == 'F'}
-		c.gate.record(&k.t, &r)
+		t := admission.Ticket{Ctx: context.Background()}
+		tr.c.gate.Enter(&t, "http", h)
+		tr.c.gate.Record(&t, admission.Outcome{Failed: true})
 	}
-}
-
-func TestBreakerScore(t *testing.T) {
-	tests := []struct {
-		name     string
-		pattern  string // F: an attempt failed, S: the host answered
-		repeat   int
-		wantOpen bool
-	}{
-		{"ten fail in a row", "F", 10, true},
-		{"nine fail in a row", "F", 9, false},
-		{"two in three fail: never", "FFS", 100, false},
-		{"three in four fail", "FFFS", 10, true},
-		{"half fail", "FS", 100, false},
-		{"successes drain the score", "FFFFFFFFFSSSSSF", 1, false},
-	}
-	for _, tt := range tests {
-		synctest.Test(t, func(t *testing.T) {
-			c := newTestConfig(t)
-			h := c.gate.hosts.get("h")
-			for range tt.repeat {
-				for _, ch := range tt.pattern {
-					if !h.cb.isOpen.Load() {
-						feed(c, h, string(ch))
-					}
-				}
-			}
-			if h.cb.isOpen.Load() != tt.wantOpen {
-				t.Errorf("%s: open = %v, want %v", tt.name, h.cb.isOpen.Load(), tt.wantOpen)
-			}
-			if c.gate.hosts.get("other").cb.isOpen.Load() {
-				t.Errorf("%s: another host's breaker opened too", tt.name)
-			}
-		})
-	}
-}
-
-// Failures that all come in one instant open nothing: the host is failing
-// only once its failures have lasted minFailingSpan.
-func TestBreakerNeedsFailuresOverTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t)
-		h := c.gate.hosts.get("h")
-		k := &call{c: c, t: ticket{hs: h}}
-		for range 50 {
-			c.gate.record(&k.t, &result{retryable: true})
-		}
-		if h.cb.isOpen.Load() {
-			t.Fatal("50 failures in one instant opened the breaker")
-		}
-		time.Sleep(minFailingSpan)
-		c.gate.record(&k.t, &result{retryable: true})
-		if !h.cb.isOpen.Load() {
-			t.Fatal("failures over 10ms did not open the breaker")
-		}
-	})
-}
-
-func trip(c *config, h *hostState) { feed(c, h, strings.Repeat("F", c.gate.breaker.Threshold)) }
-
-// held runs a hold for a retry of host h with the given limit, and says
-// how it ended: "probe", "released", "breaker", or the error.
-func held(c *config, ctx context.Context, limit time.Time) string {
-	s, _ := heldK(c, ctx, limit)
-	return s
-}
-
-func heldK(c *config, ctx context.Context, limit time.Time) (string, *call) {
-	k := heldCall(c, ctx)
-	return heldHow(c, k, limit), k
-}
-
-func heldHow(c *config, k *call, limit time.Time) string {
-	reason, err := c.gate.hold(&k.t, time.Now(), limit)
-	switch {
-	case err != nil:
-		return err.Error()
-	case reason != "":
-		return string(reason)
-	case k.t.p.probe != 0:
-		return "probe"
-	}
-	return "released"
-}
-
-// While the breaker is open, one held retry at a time goes as the probe;
-// when an attempt succeeds, the others go onto the ramp: a few at once,
-// more with each answer after, and the rest by their paced turn (as long
-// after the answer as they were due after the first of them) at the
-// latest.
-func TestBreakerProbeThenRamp(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithoutBudget(),
-			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Minute, ProbeTimeout: time.Hour}))
-		h := c.gate.hosts.get("h")
-		trip(c, h)
-		ctx := context.Background()
-		limit := time.Now().Add(time.Minute)
-
-		// The first retry to come after the probe delay is the probe.
-		if got := held(c, ctx, limit); got != "probe" {
-			t.Fatalf("first hold = %s; want the probe", got)
-		}
-		// While it is in flight, the others wait, arriving 100ms apart.
-		const waiters = 5
-		type release struct {
-			i   int
-			how string
-			at  time.Duration
-		}
-		start := time.Now()
-		got := make(chan release, waiters)
-		var wg sync.WaitGroup
-		for i := range waiters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-				got <- release{i, held(c, ctx, limit), time.Since(start)}
-			}()
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if len(got) != 0 {
-			t.Fatalf("%d retries passed while the probe was in flight", len(got))
-		}
-		feed(c, h, "S") // a first attempt is answered at 1.002s: three go (the slow start)
-		feed(c, h, "S") // another at 1.004s: one more (a first attempt's answer frees its place only)
-		wg.Wait()
-		close(got)
-		want := []time.Duration{1002, 1002, 1002, 1004, 1402} // ms: the last at its turn
-		for r := range got {
-			if w := want[r.i] * time.Millisecond; r.how != "released" || r.at != w {
-				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, w)
-			}
-		}
-		if h.cb.isOpen.Load() {
-			t.Error("breaker still open after a success")
-		}
-	})
-}
-
-// A failed probe schedules the next one at ProbeBackoff after it; a first
-// attempt that fails meanwhile pushes it back, so that traffic that keeps
-// flowing needs no probes.
-func TestBreakerFailedProbe(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithoutBudget(),
-			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(50 * time.Millisecond), MaxHold: time.Minute}))
-		h := c.gate.hosts.get("h")
-		trip(c, h)
-		ctx := context.Background()
-		limit := time.Now().Add(time.Minute)
-		start := time.Now()
-		got, probe := heldK(c, ctx, limit)
-		if got != "probe" || time.Since(start) != 50*time.Millisecond {
-			t.Fatalf("probe %s after %v, want the probe 50ms after the breaker opened", got, time.Since(start))
-		}
-		probe.t.start = mono()
-		c.gate.record(&probe.t, &result{retryable: true}) // the probe failed
-		go func() {
-			time.Sleep(30 * time.Millisecond)
-			feed(c, h, "F") // a first attempt failed at 32ms: the next probe waits 50ms from there
-		}()
-		start = time.Now()
-		if got := held(c, ctx, limit); got != "probe" || time.Since(start) != 82*time.Millisecond {
-			t.Errorf("next probe %s after %v, want the probe 50ms after the last failure", got, time.Since(start))
-		}
-	})
-}
-
-// Every retry that leaves a hold is charged to the budget: with none, no
-// probe goes, and at its limit the retry gives up, reason budget, having
-// sent nothing.
-func TestBreakerProbeChargedToBudget(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithBudget(NewBudget(0, 0)),
-			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond)}))
-		trip(c, c.gate.hosts.get("h"))
-		start := time.Now()
-		if got := held(c, context.Background(), time.Now().Add(time.Second)); got != "budget" || time.Since(start) != time.Second {
-			t.Errorf("hold with no budget = %s after %v, want budget at its limit, 1s", got, time.Since(start))
-		}
-	})
-}
-
-// A held retry gives up at its limit once a retry or a probe has failed
-// since the host last answered; failed first attempts alone (requests
-// that each fail once) do not make it give up: it goes. Nothing keeps it
-// past its limit, not a probe in flight that hangs. A cancelled context
-// ends the hold.
-func TestBreakerHoldBounded(t *testing.T) {
-	for _, tt := range []struct {
-		retryFailed bool // a retry failed after the breaker opened, before the hold
-		attempt     int  // the attempt that fails while it is held
-		hung        bool // another retry is the probe in flight, and hangs
-		want        string
-	}{{false, 2, false, "breaker"}, {false, 1, false, "released"}, {true, 1, false, "breaker"}, {false, 1, true, "released"}} {
-		synctest.Test(t, func(t *testing.T) {
-			c := newTestConfig(t, WithoutBudget(), WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Millisecond), ProbeTimeout: time.Hour}))
-			h := c.gate.hosts.get("h")
-			trip(c, h)
-			if tt.retryFailed {
-				k := &call{c: c, t: ticket{hs: h}}
-				c.gate.sending(&k.t, 2)
-				c.gate.record(&k.t, &result{retryable: true})
-			}
-			if tt.hung {
-				if got := held(c, context.Background(), time.Now().Add(time.Hour)); got != "probe" {
-					t.Fatalf("first hold = %s, want the probe", got)
-				}
-			} else {
-				h.cb.mu.Lock()
-				h.cb.nextProbe = time.Now().Add(time.Hour)
-				h.cb.mu.Unlock()
-			}
-			go func() {
-				time.Sleep(10 * time.Millisecond)
-				k := &call{c: c, t: ticket{hs: h}}
-				c.gate.sending(&k.t, tt.attempt) // sent while a retry is held
-				c.gate.record(&k.t, &result{retryable: true})
-			}()
-			start := time.Now()
-			if got := held(c, context.Background(), time.Now().Add(30*time.Millisecond)); got != tt.want || time.Since(start) != 30*time.Millisecond {
-				t.Errorf("hold past its limit, attempt %d failed meanwhile (a retry before: %v, hung probe: %v) = %s after %v, want %s after 30ms",
-					tt.attempt, tt.retryFailed, tt.hung, got, time.Since(start), tt.want)
-			}
-		})
-	}
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
-		trip(c, c.gate.hosts.get("h"))
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(20*time.Millisecond, cancel)
-		if got := held(c, ctx, time.Now().Add(time.Hour)); got != context.Canceled.Error() {
-			t.Errorf("hold with its context cancelled = %s, want context.Canceled", got)
-		}
-	})
 }
 
 // A held retry is held no longer than its request's backoff schedule at
@@ -336,7 +91,7 @@ func TestBreakerFailFast(t *testing.T) {
 			t.Fatalf("probe: %v, %v; want 200", resp, err)
 		}
 		resp.Body.Close()
-		if hostOf(tr, "h").cb.isOpen.Load() {
+		if hostOf(tr, "h").Open {
 			t.Error("still open after the probe succeeded")
 		}
 	})
@@ -369,7 +124,7 @@ func TestBreakerProbePanics(t *testing.T) {
 			}()
 			tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		}()
-		if h := hostOf(tr, "h"); h.cb.probing != 0 {
+		if hostOf(tr, "h").Probing {
 			t.Error("the breaker still waits for the probe that panicked")
 		}
 	})
@@ -506,57 +261,6 @@ func shortCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// With many retries held, a failed probe wakes one of them (the first in
-// line), not all: a probe cycle costs O(1) allocations, however many are
-// held.
-func TestBreakerProbeCycleWakesOne(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestConfig(t, WithoutBudget(),
-			WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(10 * time.Millisecond), MaxHold: time.Hour}))
-		h := c.gate.hosts.get("h")
-		trip(c, h)
-		const held = 2000
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		probes := make(chan *call, held)
-		var wg sync.WaitGroup
-		for range held {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				limit := time.Now().Add(time.Hour)
-				for {
-					k := heldCall(c, ctx)
-					reason, err := c.gate.hold(&k.t, time.Now(), limit)
-					if err != nil || reason != "" || k.t.p.probe == 0 {
-						return
-					}
-					probes <- k
-				}
-			}()
-		}
-		time.Sleep(20 * time.Millisecond)
-		synctest.Wait()
-		k := <-probes
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		const cycles = 50
-		for range cycles {
-			c.gate.record(&k.t, &result{retryable: true}) // the probe failed
-			time.Sleep(10 * time.Millisecond)
-			synctest.Wait()
-			k = <-probes // the next one went
-		}
-		runtime.ReadMemStats(&after)
-		if per := float64(after.Mallocs-before.Mallocs) / cycles; per > 50 {
-			t.Errorf("%.0f allocations per probe cycle with %d retries held, want O(1)", per, held)
-		}
-		c.gate.record(&k.t, &result{})
-		cancel()
-		wg.Wait()
-	})
 }
 
 // With FailFast, every sixth request that would be refused goes as the

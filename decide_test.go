@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"errors"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestGetBodyFailureSpendsNoBudget(t *testing.T) {
 		t.Fatalf("RoundTrip = %v, %v after %d GetBody calls; want the 503 after 1", resp, err, calls)
 	}
 	resp.Body.Close()
-	if !b.allowRetry("h", unixSecond()) {
+	if !b.s.Allows("h", admission.UnixSecond()) {
 		t.Error("the failed GetBody spent the budget's only retry")
 	}
 }

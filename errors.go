@@ -17,7 +17,7 @@ import (
 type GiveUpReason string
 
 // The reasons for giving up, in the order in which the retry loop checks
-// them (see decide in decide.go, then admission in admission.go).
+// them (see decide in decide.go, then admission in internal/admission).
 const (
 	GiveUpUnsafeMethod GiveUpReason = "unsafe_method" // a non-idempotent request without a key reached the server
 	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, or GetBody failed

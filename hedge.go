@@ -1,7 +1,7 @@
 // This file holds hedging (WithHedging): a first attempt that is slow to
 // answer gets a copy sent beside it, and the first answer worth returning
 // wins. Only requests that may be repeated are hedged, and whether a hedge
-// goes is admission's (admission.go): hedges spend the host's budget and stop
+// goes is admission's (internal/admission): hedges spend the host's budget and stop
 // while its breaker is open, so that hedging turns itself off when the
 // host is overloaded.
 
@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/bits"
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -64,65 +62,6 @@ func WithHedging(cfg HedgeConfig) Option {
 	})
 }
 
-// latencies is a host's recent latencies of successful first attempts: a
-// histogram of 4 buckets per doubling from 1µs, halved every 1,024
-// samples so that it follows the host.
-type latencies struct {
-	counts [160]atomic.Uint32
-	total  atomic.Uint32
-}
-
-func latencyBucket(d time.Duration) int {
-	us := uint64(max(d/time.Microsecond, 1))
-	exp := bits.Len64(us) - 1 // 2^exp <= us
-	frac := 0
-	if exp >= 2 {
-		frac = int(us>>(exp-2)) & 3
-	}
-	return min(exp*4+frac, 159)
-}
-
-// bucketTop is the upper bound of a bucket.
-func bucketTop(i int) time.Duration {
-	exp, frac := i/4, i%4
-	us := (uint64(1) << exp) * uint64(4+frac+1) / 4
-	return time.Duration(us) * time.Microsecond
-}
-
-func (l *latencies) record(d time.Duration) {
-	l.counts[latencyBucket(d)].Add(1)
-	if l.total.Add(1) >= 1024 {
-		l.total.Store(0)
-		for i := range l.counts {
-			l.counts[i].Store(l.counts[i].Load() / 2)
-		}
-		var t uint32
-		for i := range l.counts {
-			t += l.counts[i].Load()
-		}
-		l.total.Store(t)
-	}
-}
-
-// percentile returns the p-th percentile, or 0 with too few samples.
-func (l *latencies) percentile(p float64) time.Duration {
-	var n uint32
-	for i := range l.counts {
-		n += l.counts[i].Load()
-	}
-	if n < minHedgeSamples {
-		return 0
-	}
-	want := uint32(p * float64(n))
-	var sum uint32
-	for i := range l.counts {
-		if sum += l.counts[i].Load(); sum > want {
-			return bucketTop(i)
-		}
-	}
-	return bucketTop(len(l.counts) - 1)
-}
-
 // copyResult is what one copy of a hedged attempt ended with, before it
 // is classified (on the goroutine of RoundTrip).
 type copyResult struct {
@@ -139,10 +78,10 @@ type copyResult struct {
 // hedged sends the first attempt, and copies of it while it is slow to
 // answer, and returns the first answer worth returning.
 func (k *call) hedged(body io.ReadCloser) result {
-	c, cfg := k.c, k.c.gate.hedge
+	c, cfg := k.c, k.c.hedge
 	delay := cfg.Delay
 	if delay == 0 {
-		delay = k.t.hs.lat.percentile(cfg.Percentile)
+		delay = k.t.Latencies().Percentile(cfg.Percentile)
 	}
 	if delay <= 0 || c.maxAttempts < 2 || !k.replayable || (k.body.mode != bodyNone && k.body.mode != bodyGetBody) {
 		return k.unhedged(body)
@@ -179,7 +118,7 @@ func (k *call) hedged(body io.ReadCloser) result {
 			}
 			last, lastR = &cr, r
 		case <-timer.C:
-			if h.extra >= cfg.MaxExtra || !c.gate.mayHedge(&k.t) {
+			if h.extra >= cfg.MaxExtra || !c.gate.MayHedge(&k.t) {
 				continue
 			}
 			next, err := k.nextBody()
@@ -203,7 +142,7 @@ func (k *call) unhedged(body io.ReadCloser) result {
 	k.hookEnd = a.end
 	r := k.classify(resp, err, timedOut)
 	if r.err == nil && !r.retryable {
-		k.t.hs.lat.record(time.Since(start))
+		k.t.Latencies().Record(time.Since(start))
 	}
 	return r
 }
@@ -245,7 +184,7 @@ func (h *hedging) keep(k *call, win copyResult, r result) result {
 	if r.err == nil && !r.retryable {
 		// The winner's own latency, not the request's: a hedge's wait
 		// before it was sent is no latency of the host's.
-		k.t.hs.lat.record(win.took)
+		k.t.Latencies().Record(win.took)
 		if win.idx > 0 {
 			k.c.metrics.hedgeWon()
 		}

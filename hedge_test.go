@@ -90,7 +90,7 @@ func TestHedgeGates(t *testing.T) {
 		// The breaker open: no hedge.
 		base := retrytest.NewScriptTransport(slow(100*time.Millisecond, "slow"), slow(time.Millisecond, "fast"))
 		tr := New(base, WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}))
-		trip(tr.c, hostOf(tr, "h"))
+		trip(tr, "h")
 		resp, _ := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		resp.Body.Close()
 		synctest.Wait()

@@ -72,8 +72,7 @@ func TestHookHeldRetryGivesUp(t *testing.T) {
 		tr := New(&perRequest{codes: []int{503, 503}}, WithBackoff(Constant(10*time.Millisecond)),
 			WithRetryBreaker(BreakerConfig{MaxHold: time.Hour, ProbeBackoff: Constant(time.Hour)}),
 			WithMaxElapsed(50*time.Millisecond), h.option())
-		hs := hostOf(tr, "h")
-		trip(tr.c, hs)
+		trip(tr, "h")
 		h.start = time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil))
 		if err != nil || resp.StatusCode != 503 {

@@ -7,6 +7,7 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -97,7 +98,7 @@ func (r *recentFailures) again(req *http.Request, method string) bool {
 	if newest == 0 {
 		return false
 	}
-	sec := unixSecond()
+	sec := admission.UnixSecond()
 	if sec-newest > repeatFor {
 		return false
 	}
@@ -124,7 +125,7 @@ func (k *call) detectLayered() {
 		case attempt > 1:
 			k.layered(layerAWS)
 		case most > 1:
-			k.t.owned = true // its first try, of a schedule the SDK says is its own
+			k.t.Owned = true // its first try, of a schedule the SDK says is its own
 		}
 	}
 	if retried(h["X-Stainless-Retry-Count"]) {
@@ -158,11 +159,11 @@ func (k *call) detectSeenAgain(h http.Header) {
 		if key == "" {
 			key = h.Get(headerXIdempotencyKey)
 		}
-		if key != "" && k.c.layers.keys.seen(host+" "+key, unixSecond()) {
+		if key != "" && k.c.layers.keys.seen(host+" "+key, admission.UnixSecond()) {
 			k.layered(layerKey)
 		}
 	}
-	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.seen(host+" azure "+v[0], unixSecond()) {
+	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.seen(host+" azure "+v[0], admission.UnixSecond()) {
 		k.layered(layerAzure)
 	}
 }
@@ -171,11 +172,8 @@ func (k *call) detectSeenAgain(h http.Header) {
 // host of k within the last minute: it owns this one's schedule too. A
 // host that no layer above has retried costs one atomic load.
 func (k *call) ownedAbove() bool {
-	if k.t.hs == nil {
-		return false
-	}
-	at := k.t.hs.above.Load()
-	return at != 0 && unixSecond()-at <= ownerFor
+	at := k.t.RetriedAbove()
+	return at != 0 && admission.UnixSecond()-at <= ownerFor
 }
 
 // awsAttempt reads an amz-sdk-request value ("attempt=2; max=3"): the
@@ -199,7 +197,7 @@ func (k *call) failedAgain() {
 	if method == "" {
 		method = http.MethodGet
 	}
-	k.c.layers.failed.record(k.req, method, unixSecond())
+	k.c.layers.failed.record(k.req, method, admission.UnixSecond())
 }
 
 // ownerFor is how long after a layer above last retried a request to a
@@ -217,10 +215,8 @@ const ownerFor = 60
 func (k *call) layered(source int) {
 	c := k.c
 	if source != layerRepeat {
-		k.t.repeat, k.t.owned = true, true
-		if hs := k.t.hs; hs != nil {
-			hs.above.Store(unixSecond())
-		}
+		k.t.Repeat, k.t.Owned = true, true
+		k.t.NoteRetriedAbove(admission.UnixSecond())
 	}
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {

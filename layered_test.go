@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"log/slog"
 	"net/http"
@@ -187,11 +188,11 @@ func TestLayeredRepeatForgets(t *testing.T) {
 	if r.again(req, "GET") {
 		t.Error("a repeat with nothing recorded")
 	}
-	r.record(req, "GET", unixSecond())
+	r.record(req, "GET", admission.UnixSecond())
 	if !r.again(req, "GET") || r.again(newRequest(t, "GET", "http://h/y", nil), "GET") {
 		t.Error("the same request right after its failure is no repeat, or another one is")
 	}
-	r.newest.Store(unixSecond() - repeatFor - 1)
+	r.newest.Store(admission.UnixSecond() - repeatFor - 1)
 	if r.again(req, "GET") {
 		t.Errorf("a failure older than %d s still counts", repeatFor)
 	}

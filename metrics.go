@@ -249,7 +249,7 @@ type gauges struct{ g [numGauges]*stateGauge }
 // stateGauge is one; a nil one records nothing.
 type stateGauge struct{ g prometheus.Gauge }
 
-func (g *stateGauge) set(v float64) {
+func (g *stateGauge) Set(v float64) {
 	if g != nil {
 		g.g.Set(v)
 	}

@@ -143,23 +143,6 @@ func TestBudgetRefusalNeverWaits(t *testing.T) {
 	}
 }
 
-// A Budget shared by two Transports stays one budget for as long as
-// either uses it, past a minute idle and the evictions it allows.
-func TestSharedBudgetStaysOne(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(0.1, 0)
-		c1, c2 := newTestConfig(t, WithBudget(b)), newTestConfig(t, WithBudget(b))
-		h1 := c1.gate.hosts.get("h")
-		time.Sleep(2 * evictAfter * time.Second)
-		for i := range 200 { // the second Transport's other hosts make both maps merge
-			c2.gate.hosts.getKey("other"+string(rune('a'+i%26))+string(rune('a'+i/26)), nil, unixSecond())
-		}
-		if h2 := c2.gate.hosts.get("h"); h2.bud.e != h1.bud.e {
-			t.Fatal("two Transports sharing a Budget count host h apart after a minute idle")
-		}
-	})
-}
-
 // FailFast: when the breaker opens while a retry waits, the retry gives up
 // with its last response, as the same give-up decided before the wait
 // does; not with an error.

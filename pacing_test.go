@@ -235,11 +235,8 @@ func TestPacersGiveBack(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		hs := hostOf(tr, "h")
-		pacerOf[limiter](hs).mu.Lock()
-		defer pacerOf[limiter](hs).mu.Unlock()
-		if pacerOf[limiter](hs).inflight != 0 || len(pacerOf[limiter](hs).waiters) != 0 {
-			t.Errorf("after every request ended: %d slots in use, %d waiting, want none", pacerOf[limiter](hs).inflight, len(pacerOf[limiter](hs).waiters))
+		if v := hostOf(tr, "h"); v.InFlight != 0 || v.Waiting != 0 {
+			t.Errorf("after every request ended: %d slots in use, %d waiting, want none", v.InFlight, v.Waiting)
 		}
 	})
 }
@@ -289,22 +286,8 @@ func TestConcurrencyLimitTimesFromTheSend(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		hs := hostOf(tr, "h")
-		pacerOf[limiter](hs).mu.Lock()
-		defer pacerOf[limiter](hs).mu.Unlock()
-		if pacerOf[limiter](hs).limit < 7 {
-			t.Errorf("limit %.1f after 800 requests answered in 10 ms each, want about 8", pacerOf[limiter](hs).limit)
+		if l := hostOf(tr, "h").Limit; l < 7 {
+			t.Errorf("limit %.1f after 800 requests answered in 10 ms each, want about 8", l)
 		}
 	})
-}
-
-// pacerOf is hs's pacer of type T, or a zero one if it has none (with
-// nothing in use or awaited).
-func pacerOf[T any](hs *hostState) *T {
-	for _, c := range hs.ctls {
-		if p, ok := any(c).(*T); ok {
-			return p
-		}
-	}
-	return new(T)
 }

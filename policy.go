@@ -1,9 +1,10 @@
 // This file holds the Option types, the options of the retry loop, and the
 // one unexported config they all resolve into, with the defaults and
 // bounds of the options: those defined here, and the breaker's and
-// hedging's (breaker.go, hedge.go). The strategies behind WithBackoff are
-// in backoff.go and the Budget behind WithBudget in budget.go; admission's
-// own constants are in its controllers' files.
+// hedging's (overload.go, hedge.go). The strategies behind WithBackoff are
+// in backoff.go and the Budget behind WithBudget in overload.go;
+// admission's own constants are in its controllers' files
+// (internal/admission).
 
 package retryhttp
 
@@ -11,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"log/slog"
 	"math"
 	"net/http"
@@ -50,16 +52,9 @@ const (
 	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
 	// and a breaker that needs more failures in a row than this never opens.
 	maxThreshold = 1_000_000
-	// A probe that hangs counts as failed after probeTimeoutFactor times
-	// its own interval, and no sooner than minProbeTimeout.
-	probeTimeoutFactor = 4
-	minProbeTimeout    = 100 * time.Millisecond
 	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
 	// to a host that is already slow.
 	maxHedgeExtra = 8
-	// minHedgeSamples is how many latencies a host needs before its
-	// percentile makes the hedge delay.
-	minHedgeSamples = 20
 )
 
 // An Option configures a Transport. New applies its options in order and
@@ -121,15 +116,15 @@ type config struct {
 	declaredSafe      func(*http.Request) bool // WithIdempotentIf, Idempotent
 	notIdempotent     bool                     // NotIdempotent: no request is repeated but with a caller's key
 	keyGen            func() string
-	budget            *Budget        // WithBudget
-	breaker           *BreakerConfig // WithRetryBreaker, as given; nil when disabled
-	hedge             *HedgeConfig   // WithHedging, or nil
-	throttle          float64        // WithThrottle's ratio, or 0
-	rate              *rateConfig    // WithRateLimit, or nil
-	quota             *quotaConfig   // WithQuotaPacing, or nil
-	limit             *limitConfig   // WithConcurrencyLimit, or nil
-	gate              *gate          // admission, built from the three above; nil if all are off
-	held              *memPool       // the memory that waiting retries' kept responses may hold
+	budget            *Budget          // WithBudget
+	breaker           *BreakerConfig   // WithRetryBreaker, as given; nil when disabled
+	hedge             *HedgeConfig     // WithHedging, or nil
+	throttle          float64          // WithThrottle's ratio, or 0
+	rate              *admission.Rate  // WithRateLimit, or nil
+	quota             *admission.Quota // WithQuotaPacing, or nil
+	limit             *admission.Limit // WithConcurrencyLimit, or nil
+	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
+	held              *memPool         // the memory that waiting retries' kept responses may hold
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -210,12 +205,8 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
-	if c.budget != nil || c.breaker != nil || c.hedge != nil || c.paced() {
-		var b *BreakerConfig
-		if c.breaker != nil {
-			b = resolveBreaker(*c.breaker, c.schedule)
-		}
-		c.gate = newGate(c, b)
+	if s := c.settings(); s.On() {
+		c.gate = admission.New(s)
 	}
 	c.operationConfigs()
 	return c, nil

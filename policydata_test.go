@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -25,7 +26,7 @@ func TestLoadPolicies(t *testing.T) {
 	rates := trs["shipping-rates"].c
 	if rates.name != "shipping-rates" || rates.maxAttempts != 3 || rates.backoff != (fullJitter{100 * time.Millisecond, 2 * time.Second}) ||
 		rates.perAttemptTimeout != 800*time.Millisecond || rates.maxElapsed != 3*time.Second ||
-		rates.budget == nil || rates.budget.ratio != 0.1 || rates.budget.perSecond != 10 || rates.keyMethods != nil {
+		rates.budget == nil || fmt.Sprint(rates.budget.s.Settings()) != "0.1 10" || rates.keyMethods != nil {
 		t.Errorf("shipping-rates: %+v", rates)
 	}
 	// non_retryable_status applies after retryable_status: 500, in both, is
@@ -158,8 +159,9 @@ func TestBudgetSpecFloor(t *testing.T) {
 		}
 		opts, err := p.Options()
 		c, _ := newConfig(nil, opts)
-		if err != nil || c.budget.perSecond != tt.want || c.budget.ratio != 0.2 {
-			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, c.budget.perSecond, c.budget.ratio, err, tt.want)
+		ratio, floor := c.budget.s.Settings()
+		if err != nil || floor != tt.want || ratio != 0.2 {
+			t.Errorf("%s: floor %v, ratio %v, %v; want floor %v", tt.json, floor, ratio, err, tt.want)
 		}
 	}
 }
@@ -177,7 +179,7 @@ func TestPoliciesCannotBeMisread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := tr["a"].c.budget; b == nil || b.ratio != defaultBudgetRatio || b.perSecond != defaultBudgetPerSecond {
+	if b := tr["a"].c.budget; b == nil || fmt.Sprint(b.s.Settings()) != fmt.Sprint(defaultBudgetRatio, defaultBudgetPerSecond) {
 		t.Errorf(`"budget": {} gave %+v, want the default budget`, b)
 	}
 	for _, tt := range []struct{ doc, want string }{

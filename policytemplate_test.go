@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"net/http"
 	"os"
@@ -66,7 +67,7 @@ func TestPolicyTemplateLoadsAsWritten(t *testing.T) {
 	c := trs["party-service"].c
 	if c.name != "party-service" || c.maxAttempts != 3 || c.backoff != (fullJitter{50 * time.Millisecond, 200 * time.Millisecond}) ||
 		c.perAttemptTimeout != 250*time.Millisecond || c.maxElapsed != 800*time.Millisecond ||
-		c.budget == nil || c.budget.ratio != 0.1 || c.metrics == nil || c.attemptHook == nil {
+		c.budget == nil || fmt.Sprint(c.budget.s.Settings()) != "0.1 10" || c.metrics == nil || c.attemptHook == nil {
 		t.Errorf("party-service config: %+v", c)
 	}
 	if tr, ok := c.base.(*http.Transport); !ok || tr.DialContext == nil || c.dialTimeout != 100*time.Millisecond {

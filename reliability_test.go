@@ -461,12 +461,10 @@ func TestLoad10kHeld(t *testing.T) {
 		}()
 	}
 	// Wait until every request is held (or done), then measure.
-	h := hostOf(tr, strings.TrimPrefix(srv.URL, "http://"))
+	host := strings.TrimPrefix(srv.URL, "http://")
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		h.cb.mu.Lock()
-		held := len(h.cb.held)
-		h.cb.mu.Unlock()
+		held := hostOf(tr, host).Held
 		if int64(held)+ended.Load() >= int64(n)*99/100 {
 			break
 		}
@@ -475,9 +473,7 @@ func TestLoad10kHeld(t *testing.T) {
 	var during runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&during)
-	h.cb.mu.Lock()
-	held := len(h.cb.held)
-	h.cb.mu.Unlock()
+	held := hostOf(tr, host).Held
 	if held > 0 {
 		t.Logf("%d requests held: %d bytes of heap each", held, int64(during.HeapAlloc-before.HeapAlloc)/int64(held))
 		if per := int64(during.HeapAlloc-before.HeapAlloc) / int64(held); per > 32<<10 {
@@ -585,11 +581,9 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 			ended.Add(1)
 		})
 	}
-	h := hostOf(tr, "h")
+	host := "h"
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		h.cb.mu.Lock()
-		held := len(h.cb.held)
-		h.cb.mu.Unlock()
+		held := hostOf(tr, host).Held
 		if int64(held)+ended.Load() >= int64(n)*99/100 {
 			break
 		}

@@ -33,7 +33,7 @@ func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Du
 	k.failedAgain()
 	if c.logger != nil {
 		level := slog.LevelWarn
-		if k.t.owned {
+		if k.t.Owned {
 			level = slog.LevelInfo // the layer above owns the outcome, and says so once (layered.go)
 		}
 		c.logger.LogAttrs(k.ctx, level, "retryhttp: giving up",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"log/slog"
 	"math"
@@ -22,7 +23,7 @@ import (
 	"time"
 )
 
-// The simulator checks admission (admission.go) as a whole: it draws seeded
+// The simulator checks admission (internal/admission) as a whole: it draws seeded
 // random option sets and fault scripts, runs 1 to 200 callers over a few
 // hosts in virtual time, and checks the invariants after every run. A
 // failure prints its seed and the command that runs it alone; seeds it
@@ -490,7 +491,7 @@ func (s *simulation) drawShapes(r *rand.Rand) {
 	}
 }
 
-// drawPacers draws the pacers (pacing.go), each on in a fifth of runs,
+// drawPacers draws the pacers (internal/admission), each on in a fifth of runs,
 // and a server quota for them to pace to.
 func (s *simulation) drawPacers(r *rand.Rand) {
 	if r.IntN(5) == 0 {
@@ -1128,7 +1129,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 // answer between them); and, per host, the retries lent beyond the
 // budget's share are at most ratio × its first attempts plus one loan
 // (twice the callers to the host: a loan is twice what was held), the
-// bound lend (budget.go) promises.
+// bound lend (internal/admission/budget.go) promises.
 func (s *simulation) checkReleases(b *simBase, fail func(string, ...any)) {
 	lent := map[string]int{}
 	for _, rel := range s.releases {
@@ -1183,18 +1184,13 @@ func (s *simulation) checkPacers(tr *Transport, fail func(string, ...any)) {
 		return
 	}
 	for _, c := range s.callers {
-		hs := tr.c.gate.hosts.get(c.host)
-		lim, quo := pacerOf[limiter](hs), pacerOf[quota](hs)
-		lim.mu.Lock()
-		if lim.inflight != 0 || len(lim.waiters) != 0 {
-			fail("host %s: %d slots in use, %d waiting, after every request ended", c.host, lim.inflight, len(lim.waiters))
+		v := tr.c.gate.View(c.host)
+		if v.InFlight != 0 || v.Waiting != 0 {
+			fail("host %s: %d slots in use, %d waiting, after every request ended", c.host, v.InFlight, v.Waiting)
 		}
-		lim.mu.Unlock()
-		quo.mu.Lock()
-		if quo.inflight != 0 {
-			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, quo.inflight)
+		if v.QuotaInFlight != 0 {
+			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, v.QuotaInFlight)
 		}
-		quo.mu.Unlock()
 	}
 }
 
@@ -1225,7 +1221,7 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 		if s.faults.quota > 0 {
 			ra = max(ra, time.Second) // a 429's RateLimit: up to the window's end
 		}
-		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond+maxQuotaTurns*s.quotaWait) + 10*time.Millisecond
+		bound += time.Duration(limit+1)*(ra+s.faults.latency+s.perAtt+50*time.Millisecond+admission.MaxQuotaTurns*s.quotaWait) + 10*time.Millisecond
 		if took := o.end - o.start; took > bound {
 			fail("caller %s: took %v, past its bound %v (schedule, servers' waits, latency): %v", c.id, took, bound, sent)
 		}
@@ -1349,7 +1345,7 @@ func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ..
 			// sees after a spell of none; after a short outage, whose
 			// refusals were few, or late ones, they fade within its long
 			// view (2 s).
-			if up >= 0 && g.at > up+s.faults.latency+throttleLong {
+			if up >= 0 && g.at > up+s.faults.latency+admission.ThrottleLong {
 				fail("a request to %s was throttled at %v, after the host answered again at %v", g.host, g.at, up)
 			}
 		}

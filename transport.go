@@ -2,10 +2,10 @@
 // send an attempt, record it once, stop unless it failed in a way worth
 // retrying, decide (decide.go), wait, next attempt. What each step needs is
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
-// ladder), admission.go (admission: the per-host controllers, budget.go and
-// breaker.go, over the host's health, health.go), report.go (metrics and
-// logs), hook.go (the attempt hook), errors.go (reasons and errors),
-// policy.go (options).
+// ladder), internal/admission (the per-host controllers: budget, breaker
+// and pacers, over the host's health; their options in overload.go),
+// report.go (metrics and logs), hook.go (the attempt hook), errors.go
+// (reasons and errors), policy.go (options).
 
 package retryhttp
 
@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"io"
 	"net/http"
@@ -109,8 +110,8 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.body.tee != nil {
 		defer k.body.tee.release()
 	}
-	if k.t.hs != nil {
-		if reason, err := c.gate.admitFirst(&k.t); reason != "" || err != nil {
+	if k.t.Known() {
+		if reason, err := reasonOf(c.gate.AdmitFirst(&k.t)); reason != "" || err != nil {
 			closeBody(body)
 			if reason == "" {
 				return nil, &Error{Err: err} // canceled by its caller while it waited: no refusal
@@ -150,7 +151,7 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	f := k.facts(n, r, prev)
 	v := decide(f)
 	var next io.ReadCloser
-	var adm admission
+	var adm admission.Next
 	if v.giveUp == "" {
 		next, adm, v = k.acquire(v, r)
 	}
@@ -168,12 +169,12 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	if r.resp != nil {
 		r.resp.Body.Close() // the kept response, not needed now
 	}
-	k.t.lastDelay = v.delay
-	if adm == admitHold || k.t.wasHeld {
-		k.t.lastDelay = time.Since(decided) // a hold's wait is what it took
+	k.lastDelay = v.delay
+	if adm == admission.NextHold || k.t.WasHeld {
+		k.lastDelay = time.Since(decided) // a hold's wait is what it took
 	}
-	k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.t.lastDelay, End: decided})
-	k.scheduled(n, k.t.lastDelay, r) // reported once it is sure to go
+	k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.lastDelay, End: decided})
+	k.scheduled(n, k.lastDelay, r) // reported once it is sure to go
 	return next, f.backoff, ending{}
 }
 
@@ -207,7 +208,7 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	}
 	now := time.Now()
 	if n == 1 {
-		k.t.firstFail = now
+		k.t.FirstFail = now
 	}
 	if r.resp != nil {
 		f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now)
@@ -227,32 +228,33 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 // failure inside the layer's try), one while the host is failing.
 func (k *call) maxAttempts() int {
 	switch {
-	case !k.t.owned:
+	case !k.t.Owned:
 		return k.c.maxAttempts
-	case k.t.hs != nil && k.t.hs.health.failing(mono()):
+	case k.t.Failing():
 		return 1
 	}
 	return min(k.c.maxAttempts, 2)
 }
 
 // acquire takes the two rungs of the ladder that act: it fetches the next
-// attempt's body, then asks admission (admission.go), which may charge the
+// attempt's body, then asks admission (internal/admission), which may charge the
 // budget. A retry that admission refuses gives up now, without a wait.
-func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict) {
+func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission.Next, verdict) {
 	next, err := k.nextBody()
 	if err != nil {
-		return nil, admitWait, verdict{GiveUpBody, 0}
+		return nil, admission.NextWait, verdict{GiveUpBody, 0}
 	}
-	if k.t.hs == nil {
-		return next, admitWait, v
+	if !k.t.Known() {
+		return next, admission.NextWait, v
 	}
-	adm, reason := k.c.gate.admitRetry(&k.t, r)
+	adm, why := k.c.gate.AdmitRetry(&k.t, r.notSent)
+	reason := GiveUpReason(why)
 	if reason != "" {
 		closeBody(next)
 		if reason == GiveUpCircuitOpen {
 			r.err = noResponse(r, ErrCircuitOpen)
 		}
-		return nil, admitWait, verdict{reason, v.delay}
+		return nil, admission.NextWait, verdict{reason, v.delay}
 	}
 	return next, adm, v
 }
@@ -262,7 +264,7 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission, verdict)
 // before the server's Retry-After (ra), and its backoff counts no further
 // than the end of its schedule (its hold limit). It keeps r's response
 // only if the retry may be held and give up later.
-func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpReason, error) {
+func (k *call) wait(adm admission.Next, delay, ra time.Duration, r *result) (GiveUpReason, error) {
 	g := k.c.gate
 	k.keep(r)
 	reason, err := k.waitOrHold(adm, delay, ra)
@@ -272,7 +274,7 @@ func (k *call) wait(adm admission, delay, ra time.Duration, r *result) (GiveUpRe
 	case GiveUpCircuitOpen:
 		r.err = noResponse(r, ErrCircuitOpen)
 	case "":
-		if err == nil && g != nil && g.paced {
+		if err == nil && g != nil && g.Paced() {
 			reason, err = k.pace(r)
 		}
 	}
@@ -285,7 +287,7 @@ func (k *call) keep(r *result) {
 	g := k.c.gate
 	switch {
 	case r.resp == nil:
-	case g != nil && (g.breaker != nil || g.paced):
+	case g != nil && (g.HasBreaker() || g.Paced()):
 		detach(r.resp, k.c.held)
 	default:
 		discard(r.resp)
@@ -295,22 +297,23 @@ func (k *call) keep(r *result) {
 
 // waitOrHold waits for delay, or holds the retry (adm), or holds it after
 // its wait if the breaker opened meanwhile (ra is the server's wait).
-func (k *call) waitOrHold(adm admission, delay, ra time.Duration) (GiveUpReason, error) {
+func (k *call) waitOrHold(adm admission.Next, delay, ra time.Duration) (GiveUpReason, error) {
 	g := k.c.gate
 	now := time.Now()
-	if adm == admitHold {
+	if adm == admission.NextHold {
 		nb, limit := k.holdTimes(now, delay, ra)
-		return g.hold(&k.t, nb, limit)
+		return reasonOf(g.Hold(&k.t, nb, limit))
 	}
-	if err := sleep(k.ctx, delay); err != nil || k.t.hs == nil {
+	if err := sleep(k.ctx, delay); err != nil || !k.t.Known() {
 		return "", err
 	}
-	reason, held := g.afterWait(&k.t)
+	why, held := g.AfterWait(&k.t)
+	reason := GiveUpReason(why)
 	if !held { // the breaker did not open meanwhile
 		return reason, nil
 	}
 	nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
-	return g.hold(&k.t, nb, limit)
+	return reasonOf(g.Hold(&k.t, nb, limit))
 }
 
 // pace asks the pacers for a retry whose wait is over: one they refuse
@@ -318,7 +321,7 @@ func (k *call) waitOrHold(adm admission, delay, ra time.Duration) (GiveUpReason,
 // deadline comes while it waits for them (a slot of the limit, a turn),
 // like any other.
 func (k *call) pace(r *result) (GiveUpReason, error) {
-	reason, err := k.c.gate.pace(&k.t)
+	reason, err := reasonOf(k.c.gate.Pace(&k.t))
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && r.resp != nil:
 		return GiveUpDeadline, nil
@@ -333,9 +336,9 @@ func (k *call) pace(r *result) (GiveUpReason, error) {
 // unclaim gives back what admission gave a retry that is not sent: its
 // budget charge and its probe.
 func (k *call) unclaim() {
-	if k.t.hs != nil {
-		k.c.gate.refund(&k.t)
-		k.c.gate.abandon(&k.t)
+	if k.t.Known() {
+		k.c.gate.Refund(&k.t)
+		k.c.gate.Abandon(&k.t)
 	}
 }
 
@@ -348,19 +351,19 @@ func (k *call) unclaim() {
 // or the context deadline; it goes no sooner than its wait, cut to the
 // limit.
 func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
-	if k.t.span == 0 {
+	if k.span == 0 {
 		// A crowd that failed together (a process's callers held in one
 		// instant) is held a random 80% to 100% of the schedule, drawn
 		// once per request, so that its callers do not all come back,
 		// and fail again, together; any other retry, the whole schedule.
-		k.t.span = k.c.schedule
-		if k.t.hs.cb.crowd(k.t.firstFail) {
-			k.t.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
+		k.span = k.c.schedule
+		if k.t.Crowd() {
+			k.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
 		}
 	}
-	limit = k.t.firstFail.Add(k.t.span)
-	if b := k.c.gate.breaker; b != nil && b.MaxHold > 0 {
-		limit = now.Add(b.MaxHold)
+	limit = k.t.FirstFail.Add(k.span)
+	if mh := k.c.gate.MaxHold(); mh > 0 {
+		limit = now.Add(mh)
 	}
 	if server := now.Add(ra); limit.Before(server) {
 		limit = server
@@ -388,4 +391,19 @@ func noResponse(r *result, err error) error {
 		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
 	}
 	return err
+}
+
+// sleep waits for d, or until ctx ends, and then returns ctx.Err().
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

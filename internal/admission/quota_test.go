@@ -1,4 +1,4 @@
-package retryhttp
+package admission
 
 import (
 	"container/heap"
@@ -34,7 +34,7 @@ func quotaSimWild(clients int, limit int, window time.Duration, offered float64,
 // source seeded with seed, if it is not 0.
 func quotaSimSeeded(clients int, limit int, window time.Duration, offered float64, d, timeout time.Duration, spread, wild bool, seed uint64) quotaResult {
 	qs := make([]quota, clients)
-	cfg := &quotaConfig{maxWait: timeout, spread: spread}
+	cfg := &Quota{MaxWait: timeout, Spread: spread}
 	for i := range qs {
 		qs[i].init(cfg)
 		if seed != 0 {
@@ -158,7 +158,7 @@ func TestQuotaPacing(t *testing.T) {
 // (the server counts each attempt halfway), for the fleet case.
 func quotaSimLatency(clients, limit int, window time.Duration, offered float64, d, timeout, lat time.Duration, spread bool) quotaResult {
 	qs := make([]quota, clients)
-	cfg := &quotaConfig{maxWait: timeout, spread: spread}
+	cfg := &Quota{MaxWait: timeout, Spread: spread}
 	for i := range qs {
 		qs[i].init(cfg)
 	}
@@ -280,7 +280,7 @@ func TestQuotaPolicyField(t *testing.T) {
 	}
 	// Keyed as RateLimit's items: a policy's size reaches its quota.
 	var q quota
-	q.init(&quotaConfig{maxWait: time.Minute})
+	q.init(&Quota{MaxWait: time.Minute})
 	base := int64(monoOffset)
 	h.Set("RateLimit", `"peruser";r=0;t=1;pk=:cHsdsRa894=:`)
 	q.observe(seen{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
@@ -295,7 +295,7 @@ func TestQuotaPolicyField(t *testing.T) {
 func TestQuotaPolicyRollsOverFull(t *testing.T) {
 	for _, stated := range []bool{false, true} {
 		var q quota
-		q.init(&quotaConfig{maxWait: time.Minute})
+		q.init(&Quota{MaxWait: time.Minute})
 		base := int64(monoOffset)
 		h := http.Header{"Ratelimit": {`"default";r=0;t=1`}}
 		if stated {

@@ -5,7 +5,7 @@
 // from every response, and holds the attempts that would find it spent
 // until it resets, or refuses those that cannot wait that long.
 
-package retryhttp
+package admission
 
 import (
 	"github.com/retryhttp/retryhttp/internal/ratelimit"
@@ -32,37 +32,22 @@ const (
 	quotaMinReset = 250 * time.Millisecond
 )
 
-// WithQuotaPacing reads the quota a host says is left (RateLimit and
-// RateLimit-Policy, RateLimit- and X-RateLimit-Remaining with -Reset,
-// OpenAI's and Anthropic's request counts, a 429's Retry-After) and, once
-// it is spent, holds attempts to that host until it resets, plus jitter.
-// An attempt that would wait past maxWait or its deadline ends at once
-// with an [*Error], reason [GiveUpQuota]. With spread, the quota left is
-// spread evenly over the time to its reset.
-func WithQuotaPacing(maxWait time.Duration, spread bool) Option {
-	return option("WithQuotaPacing", func(c *config) error {
-		if maxWait <= 0 {
-			return optErr("WithQuotaPacing", "maxWait %v must be > 0", maxWait)
-		}
-		c.quota = &quotaConfig{maxWait: maxWait, spread: spread}
-		return nil
-	})
-}
-
-type quotaConfig struct {
-	maxWait time.Duration
-	spread  bool
+// Quota is quota pacing's settings: the longest wait for a reset, and
+// whether the quota left is spread over the time to it.
+type Quota struct {
+	MaxWait time.Duration
+	Spread  bool
 }
 
 // quota is one host's pacing: what it knows of each quota the host
 // reports.
 type quota struct {
-	cfg      *quotaConfig
+	cfg      *Quota
 	mu       sync.Mutex
 	parts    []quotaPart
 	buf      [2]quotaPart
 	inflight int // attempts admitted and not yet answered
-	g        *stateGauge
+	g        gauge
 	jitter   func(n int64) int64 // a random number in [0, n): rand.Int64N, or a test's seeded source
 }
 
@@ -82,19 +67,19 @@ type quotaPart struct {
 	next      int64   // spread: the earliest next attempt
 }
 
-// maxQuotaTurns bounds how often an attempt waits for quota pacing (each
+// MaxQuotaTurns bounds how often an attempt waits for quota pacing (each
 // wait ends where others took the quota that reset): then it is refused.
-const maxQuotaTurns = 8
+const MaxQuotaTurns = 8
 
 // newQuota is a host's quota pacing, its state shown on g.
-func newQuota(cfg *quotaConfig, g *stateGauge) *quota {
+func newQuota(cfg *Quota, g gauge) *quota {
 	q := new(quota)
 	q.init(cfg)
 	q.g = g
 	return q
 }
 
-func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts, q.jitter = cfg, q.buf[:0], rand.Int64N }
+func (q *quota) init(cfg *Quota) { q.cfg, q.parts, q.jitter = cfg, q.buf[:0], rand.Int64N }
 
 // admit lets an attempt go if every quota it would spend has some left;
 // otherwise it waits for the latest of their resets, plus jitter, and
@@ -102,17 +87,17 @@ func (q *quota) init(cfg *quotaConfig) { q.cfg, q.parts, q.jitter = cfg, q.buf[:
 func (q *quota) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(GiveUpQuota) // a copy would not be counted: none
+		return refuse(ReasonQuota) // a copy would not be counted: none
 	case !a.kind.sending():
 		return send
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if wait := q.due(a.now); wait > 0 {
-		if a.waited+time.Duration(wait) > q.cfg.maxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= maxQuotaTurns {
-			return refuse(GiveUpQuota)
+		if a.waited+time.Duration(wait) > q.cfg.MaxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= MaxQuotaTurns {
+			return refuse(ReasonQuota)
 		}
-		return verdictOf{act: actWait, wait: time.Duration(wait), reason: GiveUpQuota}
+		return verdictOf{act: actWait, wait: time.Duration(wait), reason: ReasonQuota}
 	}
 	q.spend(a.now)
 	return tookIt
@@ -137,7 +122,7 @@ func (q *quota) due(now int64) int64 {
 				w += q.jitter(jitter + 1)
 			}
 			wait = max(wait, w)
-		case q.cfg.spread:
+		case q.cfg.Spread:
 			wait = max(wait, p.next-now)
 		}
 	}
@@ -149,7 +134,7 @@ func (q *quota) due(now int64) int64 {
 func (q *quota) spend(now int64) {
 	for i := range q.parts {
 		p := &q.parts[i]
-		if q.cfg.spread && now < p.reset {
+		if q.cfg.Spread && now < p.reset {
 			if left := p.left(now); left >= 1 {
 				p.next = max(now, p.next) + int64(float64(p.reset-now)/left)
 			}

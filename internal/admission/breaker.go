@@ -1,149 +1,23 @@
 // This file holds the retry breaker's configuration and its controller:
 // one circuit per host, closed or open, with the queue of held retries, the
 // probe schedule and the ramp that lets held retries go once the host
-// answers. The gate (admission.go) asks it, among the other controllers.
+// answers. The Gate (admission.go) asks it, among the other controllers.
 
-package retryhttp
+package admission
 
 import (
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
-// zero field takes its default.
-type BreakerConfig struct {
-	// Threshold opens a host's breaker: each attempt to the host that
-	// fails in a way worth retrying adds 1 to the host's health score,
-	// each answer takes 2 off (down to 0), and the breaker opens when the
-	// score reaches Threshold, that is after Threshold failures in a row,
-	// or while clearly more than two attempts in three fail, once the
-	// failures have lasted 10ms (failures that all come in one instant,
-	// such as a test's parallel requests, are no outage). Default 10; at
-	// most 1,000,000.
-	Threshold int
-	// ProbeBackoff spaces the probes while retries are held: the n-th
-	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
-	// the host failed (a probe, a first attempt or another request's
-	// retry: a client whose first attempts keep coming needs no probe; or
-	// after the breaker opened, or the first retry was held), divided
-	// by a fourth of the retries held when more than 4 are (by 8 at most,
-	// and never under 20ms), so that a process with many callers waiting finds the host
-	// back sooner. The default follows the retry schedule: a delay drawn
-	// between a fifth and a quarter of its length (560ms to 700ms with the
-	// defaults). With FailFast, EqualJitter(250ms, 2s). A probe is a
-	// retry: the budget is charged for it, and with no room it waits.
-	ProbeBackoff Backoff
-	// ProbeTimeout is how long a probe may go unanswered before it counts
-	// as failed, so that a probe that hangs does not stop the next one.
-	// The default, 0, is 4 times the probe's own interval, and at least
-	// 100ms.
-	ProbeTimeout time.Duration
-	// MaxHold is the longest a retry is held. The default, 0, holds it no
-	// longer than its request's backoff schedule: until the time its last
-	// attempt would have gone at the latest, that is the sum of the
-	// backoff's upper bounds for every retry (2.8s with the defaults)
-	// after the request's first failure (for a crowd, 4 or more held
-	// whose requests first failed within 10ms of each other, less a
-	// random share of up to a fifth drawn once per request, so that
-	// callers held together do not come back together), and never before
-	// its own wait
-	// (Retry-After included) has ended. A context deadline or
-	// WithMaxElapsed that comes sooner ends the hold sooner; nothing, not
-	// a probe in flight, keeps it longer. At its limit a held retry gives
-	// up with its last response, reason "breaker", if a retry or a probe
-	// to the host has failed since the host last answered; otherwise
-	// (failed first attempts alone do not show that a retry would fail)
-	// it goes, charged to the budget.
-	MaxHold time.Duration
-	// FailFast makes the breaker refuse first attempts too while a host's
-	// breaker is open: RoundTrip returns at once an [*Error] for which
-	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
-	// without sending anything, so that the caller can serve a fallback.
-	// One request at a time goes out as the probe, at ProbeBackoff or as
-	// every sixth first attempt that would be refused, whichever comes
-	// first. A retry whose breaker is open gives up at once with its last
-	// response, reason circuit_open, unless it can go as the probe.
-	FailFast bool
-	// OnStateChange, if set, is called when a host's breaker opens or
-	// closes, on the goroutine of the RoundTrip whose attempt changed it,
-	// after the change; calls for one host come in order, never at once,
-	// and hold up nothing but that host's next transition. It must
-	// return quickly. Metrics count the same transitions
-	// (retryhttp_breaker_transitions_total, retryhttp_breaker_open_hosts),
-	// and a logger gets one Warn record when a breaker opens and one Info
-	// when it closes. host is in its canonical form (lower case, no
-	// default port); open says the state entered: open (retries to the
-	// host are held; FailFast: first attempts refused) or closed (the host
-	// answered).
-	OnStateChange func(host string, open bool)
-}
-
-// The states of a host's breaker, as metrics and logs name them.
+// A probe that hangs counts as failed after probeTimeoutFactor times its
+// own interval, and no sooner than minProbeTimeout.
 const (
-	breakerOpen   = "open"
-	breakerClosed = "closed"
+	probeTimeoutFactor = 4
+	minProbeTimeout    = 100 * time.Millisecond
 )
-
-// WithRetryBreaker configures the retry breaker, on by default with the
-// zero BreakerConfig. While a host is failing or serves no one, its
-// retries are held, one going as a probe at a time; an answer releases
-// them as a slow start, so that callers come back as the host answers,
-// not as a wave. A retry held to its limit gives up with its last
-// response. State is per host and per Transport; the package
-// documentation, "Admission", has the rules.
-func WithRetryBreaker(cfg BreakerConfig) Option {
-	return option("WithRetryBreaker", func(c *config) error {
-		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }
-		switch {
-		case cfg.Threshold < 0:
-			return optErr(name("Threshold", cfg.Threshold), "threshold is negative")
-		case cfg.Threshold > maxThreshold:
-			return optErr(name("Threshold", cfg.Threshold), "threshold is above %d", maxThreshold)
-		case cfg.MaxHold < 0:
-			return optErr(name("MaxHold", cfg.MaxHold), "hold is negative")
-		case cfg.ProbeTimeout < 0:
-			return optErr(name("ProbeTimeout", cfg.ProbeTimeout), "timeout is negative")
-		case cfg.ProbeBackoff != nil && isNil(cfg.ProbeBackoff):
-			return optErr(fmt.Sprintf("WithRetryBreaker(ProbeBackoff: %T(nil))", cfg.ProbeBackoff), "a nil Backoff: leave the field unset for the default")
-		}
-		c.breaker = &cfg
-		return nil
-	})
-}
-
-// WithoutRetryBreaker turns the retry breaker off: every retry is sent
-// when its wait ends, limited by the budget alone, and FailFast is off too.
-func WithoutRetryBreaker() Option {
-	return option("WithoutRetryBreaker", func(c *config) error {
-		c.breaker = nil
-		return nil
-	})
-}
-
-// resolveBreaker fills in the defaults once the retry schedule is known.
-func resolveBreaker(cfg BreakerConfig, schedule time.Duration) *BreakerConfig {
-	if cfg.Threshold == 0 {
-		cfg.Threshold = defaultBreakerThreshold
-	}
-	if cfg.ProbeBackoff == nil {
-		if cfg.FailFast {
-			cfg.ProbeBackoff = equalJitter{defaultFailFastProbeBase, defaultFailFastProbeMax}
-		} else {
-			lo := max(schedule/5, time.Millisecond)
-			cfg.ProbeBackoff = uniformBackoff{lo, max(schedule/4, lo)}
-		}
-	}
-	return &cfg
-}
-
-// uniformBackoff draws every delay uniformly in [lo, hi].
-type uniformBackoff struct{ lo, hi time.Duration }
-
-func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform(u.lo, u.hi) }
 
 // circuit is the breaker's controller for one host. Its rules:
 //
@@ -156,7 +30,7 @@ func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform
 // Its state is guarded by mu; open and the number held are mirrored in
 // atomics for the lock-free read on every attempt.
 type circuit struct {
-	cfg     *BreakerConfig
+	cfg     *Breaker
 	tickets *atomic.Uint64 // the gate's: names probes, so that a late answer ends only its own
 
 	isOpen atomic.Bool
@@ -295,7 +169,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 	if a.kind == kindFirst {
 		cb.refused++
 	}
-	return refuse(GiveUpCircuitOpen)
+	return refuse(ReasonCircuitOpen)
 }
 
 // undo gives back a probe claimed for an attempt that was not sent.
@@ -308,7 +182,7 @@ func (cb *circuit) undo(t permit, now time.Time) {
 }
 
 // observe takes a fresh outcome, at o.at; it reports a transition, if one
-// happened, and queues it for the gate to report (takeEvents).
+// happened, and queues it for the Gate to report (takeEvents).
 func (cb *circuit) observe(o seen) change {
 	if !o.answered && !o.failed && o.probe == 0 {
 		return change{}
@@ -778,7 +652,7 @@ func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
 }
 
 // init sets the breaker's configuration, and the gate's ticket counter.
-func (cb *circuit) init(cfg *BreakerConfig, tickets *atomic.Uint64) {
+func (cb *circuit) init(cfg *Breaker, tickets *atomic.Uint64) {
 	cb.cfg, cb.tickets = cfg, tickets
 }
 

@@ -13,7 +13,7 @@
 // docs/overload.md and the package documentation, "Admission" and
 // "Pacing".
 
-package retryhttp
+package admission
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func (t permit) of(i int) permit {
 // verdictOf is a controller's answer.
 type verdictOf struct {
 	act    act
-	reason GiveUpReason  // with actRefuse; with actWait, if it cannot wait
+	reason Reason        // with actRefuse; with actWait, if it cannot wait
 	wait   time.Duration // with actWait: how long at most; < 0: until wake
 	wake   <-chan struct{}
 	waiter *waiter // with actWait: the attempt's place in the line, to ask with again
@@ -150,7 +150,7 @@ var (
 	hold = verdictOf{act: actHold}
 )
 
-func refuse(r GiveUpReason) verdictOf { return verdictOf{act: actRefuse, reason: r} }
+func refuse(r Reason) verdictOf { return verdictOf{act: actRefuse, reason: r} }
 
 // seen is the outcome of an attempt, as the controllers are told it.
 type seen struct {
@@ -175,26 +175,63 @@ type seen struct {
 	at       time.Time   // the breaker: when it ended, if it is told
 }
 
+// An Outcome is how an attempt ended, as its Transport tells the Gate.
+type Outcome struct {
+	Answered bool // the host did its job: no error, nothing worth retrying
+	Failed   bool // a failure worth retrying that reached the host, or a refused connection
+	// For the pacers:
+	Sent     bool        // it reached the host, or may have, and was not canceled
+	Canceled bool        // its caller canceled it
+	Rejected bool        // the host turned it away: 429, 502, 503, 504, a timeout or a connection error
+	Header   http.Header // its response's header, nil if none
+	Status   int         // its response's status, 0 if none
+}
+
 // change is a controller's transition: the breaker's, which it also
-// queues for the gate to report, in order (circuit.takeEvents).
+// queues for the Gate to report, in order (circuit.takeEvents).
 type change struct{ opened, closed bool }
 
-// gate is a Transport's admission: its budget, breaker and hedging, its
-// pacers (pacing.go), and the state of every host it has sent to.
-type gate struct {
-	cfg     *config        // the pacers' settings
-	budget  *Budget        // nil: no budget
-	breaker *BreakerConfig // resolved; nil: no breaker
-	hedge   *HedgeConfig   // nil: no hedging
-	paced   bool           // any pacer is on
-	gauges  *gauges        // the pacers' state, for the metrics; nil: none
+// Settings are what a Transport's options turn on in admission.
+type Settings struct {
+	Budget   *Share   // nil: no budget
+	Breaker  *Breaker // resolved; nil: no breaker
+	Hedge    bool     // hedging is on: hosts keep their recent latencies
+	Throttle float64  // the throttle's ratio; 0: off
+	Rate     *Rate    // nil: no static rate
+	Quota    *Quota   // nil: no quota pacing
+	Limit    *Limit   // nil: no concurrency limit
+	// Gauges show the throttle's, the quota's and the limit's state, in
+	// that order; nil: none.
+	Gauges [3]Gauge
+	// Notify reports a breaker transition (metrics, a log record, the
+	// user's callback), and OnRelease a held retry released (the
+	// simulator's): the Transport's, so that no Gate method needs a
+	// request.
+	Notify    func(ctx context.Context, host string, open bool, score int)
+	OnRelease func(host string, lent bool)
+}
+
+// A Gauge shows a pacer's state.
+type Gauge interface{ Set(float64) }
+
+// gauge is a pacer's Gauge, which may be none.
+type gauge struct{ g Gauge }
+
+func (g gauge) set(v float64) {
+	if g.g != nil {
+		g.g.Set(v)
+	}
+}
+
+// Gate is a Transport's admission: its budget, breaker and hedging, its
+// pacers, and the state of every host it has sent to.
+type Gate struct {
+	s       Settings
+	budget  *Share   // nil: no budget
+	breaker *Breaker // resolved; nil: no breaker
+	paced   bool     // any pacer is on
 	hosts   hostMap[hostState]
 	tickets atomic.Uint64 // names probes; its count is the probes claimed
-	// notify reports a breaker transition (metrics, a log record, the
-	// user's callback), and onRelease a held retry released (the
-	// simulator's): the config's, so that no gate method needs a request.
-	notify    func(ctx context.Context, host string, open bool, score int)
-	onRelease func(host string, lent bool)
 }
 
 // hostState is one host's admission: its health and its controllers.
@@ -204,89 +241,93 @@ type hostState struct {
 	buf    [6]controller // ctls' array: the list costs no allocation
 	bud    budgetCtl     // with a budget
 	cb     circuit       // with a breaker
-	lat    *latencies    // recent latencies, with hedging only
+	lat    *Latencies    // recent latencies, with hedging only
 	host   string        // the canonical host, for breaker events
-	above  atomic.Int64  // the Unix second a layer above last retried a request to this host (layered.go)
+	above  atomic.Int64  // the Unix second a layer above last retried a request to this host
 	// evMu orders the reports of this host's breaker transitions: taken
 	// before the breaker's lock is let go, held while they are reported.
 	evMu sync.Mutex
 }
 
-// ticket is one request's admission state: what the gate's methods are
-// given, in place of the request.
-type ticket struct {
-	hs        *hostState      // the host's admission state; nil with no budget, breaker, hedging or pacer
-	ctx       context.Context // the request's
-	meEnd     time.Time       // when WithMaxElapsed ends it, zero if never
-	p         permit          // the permit of the attempt to come, or in flight: what the controllers took for it
-	start     int64           // mono: when the attempt in flight started
-	sec       int64           // the Unix second the request began in
-	firstFail time.Time       // when its first attempt failed
-	span      time.Duration   // how long after firstFail a retry of it may be held (its share of the schedule)
-	wasHeld   bool            // a retry of it was held
-	owned     bool            // a layer above owns its schedule: none of its retries is held (layered.go)
-	repeat    bool            // it is itself a layer above's retry: charged as one
-	retry     bool            // the attempt in flight is a retry or a probe
-	lastDelay time.Duration
+// A Ticket is one request's admission state: what the Gate's methods are
+// given, in place of the request. The caller sets Ctx, MaxElapsedEnd,
+// FirstFail, Owned and Repeat; the rest is the Gate's.
+type Ticket struct {
+	Ctx           context.Context // the request's
+	MaxElapsedEnd time.Time       // when WithMaxElapsed ends it, zero if never
+	FirstFail     time.Time       // when its first attempt failed
+	Owned         bool            // a layer above owns its schedule: none of its retries is held
+	Repeat        bool            // it is itself a layer above's retry: charged as one
+	WasHeld       bool            // a retry of it was held
+	hs            *hostState      // the host's admission state
+	p             permit          // the permit of the attempt to come, or in flight: what the controllers took for it
+	start         int64           // mono: when the attempt in flight started
+	sec           int64           // the Unix second the request began in
+	retry         bool            // the attempt in flight is a retry or a probe
 }
 
 // controllers is admission's list, in its order, written once: for each
 // controller, whether a Transport's settings turn it on, whether it is a
 // pacer, and how a new host gets it. A new pacer is its own file, its
-// reason (errors.go) and a line here.
+// reason and a line here.
 var controllers = [...]struct {
-	on    func(c *config) bool
+	on    func(s *Settings) bool
 	pacer bool
-	add   func(g *gate, h *hostState) controller
+	add   func(g *Gate, h *hostState) controller
 }{
-	{func(c *config) bool { return c.budget != nil }, false, func(g *gate, h *hostState) controller {
+	{func(s *Settings) bool { return s.Budget != nil }, false, func(g *Gate, h *hostState) controller {
 		h.bud.attach(g.budget, h.host, unixSecond())
 		return &h.bud
 	}},
-	{func(c *config) bool { return c.breaker != nil }, false, func(g *gate, h *hostState) controller {
+	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, h *hostState) controller {
 		h.cb.init(g.breaker, &g.tickets)
 		return &h.cb
 	}},
-	{func(c *config) bool { return c.throttle != 0 }, true, func(g *gate, _ *hostState) controller {
-		return newThrottle(g.cfg.throttle, g.gauges.of(gaugeThrottle))
+	{func(s *Settings) bool { return s.Throttle != 0 }, true, func(g *Gate, _ *hostState) controller {
+		return newThrottle(g.s.Throttle, gauge{g.s.Gauges[0]})
 	}},
-	{func(c *config) bool { return c.rate != nil }, true, func(g *gate, _ *hostState) controller {
-		return newStaticRate(g.cfg.rate)
+	{func(s *Settings) bool { return s.Rate != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newStaticRate(g.s.Rate)
 	}},
-	{func(c *config) bool { return c.quota != nil }, true, func(g *gate, _ *hostState) controller {
-		return newQuota(g.cfg.quota, g.gauges.of(gaugeQuota))
+	{func(s *Settings) bool { return s.Quota != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newQuota(g.s.Quota, gauge{g.s.Gauges[1]})
 	}},
-	{func(c *config) bool { return c.limit != nil }, true, func(g *gate, _ *hostState) controller {
-		return newLimiter(g.cfg.limit, g.gauges.of(gaugeLimit))
+	{func(s *Settings) bool { return s.Limit != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newLimiter(g.s.Limit, gauge{g.s.Gauges[2]})
 	}},
 }
 
-// paced reports whether any pacer is on.
-func (c *config) paced() bool {
+// Paced reports whether any pacer is on.
+func (s *Settings) Paced() bool {
 	for _, x := range controllers {
-		if x.pacer && x.on(c) {
+		if x.pacer && x.on(s) {
 			return true
 		}
 	}
 	return false
 }
 
-func newGate(c *config, breaker *BreakerConfig) *gate {
-	g := &gate{cfg: c, budget: c.budget, breaker: breaker, hedge: c.hedge, paced: c.paced(),
-		notify: c.breakerChanged, onRelease: c.onRelease}
-	if g.paced {
-		g.gauges = c.metrics.gauges()
+// On reports whether s turns anything of admission on.
+func (s *Settings) On() bool {
+	return s.Budget != nil || s.Breaker != nil || s.Hedge || s.Paced()
+}
+
+// New is the Gate of a Transport with settings s.
+func New(s Settings) *Gate {
+	if s.Notify == nil {
+		s.Notify = func(context.Context, string, bool, int) {}
 	}
+	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.Paced()}
 	g.hosts.init = func(key string, h *hostState) {
 		h.host = key
 		h.ctls = h.buf[:0]
 		for _, x := range controllers {
-			if x.on(c) {
+			if x.on(&g.s) {
 				h.ctls = append(h.ctls, x.add(g, h))
 			}
 		}
-		if g.hedge != nil {
-			h.lat = new(latencies)
+		if g.s.Hedge {
+			h.lat = new(Latencies)
 		}
 	}
 	g.hosts.evictable = func(h *hostState) bool {
@@ -294,14 +335,25 @@ func newGate(c *config, breaker *BreakerConfig) *gate {
 		if h.health.level() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
 			return false
 		}
-		h.bud.detach() // evicted: the shared Budget's entry may go once no one points to it
+		h.bud.detach() // evicted: the shared Share's entry may go once no one points to it
 		return true
 	}
 	return g
 }
 
+// Paced reports whether any pacer is on.
+func (g *Gate) Paced() bool { return g.paced }
+
+// MaxHold is the breaker's MaxHold, 0 if the breaker is off.
+func (g *Gate) MaxHold() time.Duration {
+	if g.breaker == nil {
+		return 0
+	}
+	return g.breaker.MaxHold
+}
+
 // enter finds the request's host and notes when its first attempt starts.
-func (g *gate) enter(t *ticket, scheme, host string) {
+func (g *Gate) Enter(t *Ticket, scheme, host string) {
 	var buf [maxHostKey]byte
 	key, kb := canonicalHost(scheme, host, &buf)
 	t.start = mono()
@@ -314,9 +366,9 @@ func (g *gate) enter(t *ticket, scheme, host string) {
 // the pacers may make it wait or refuse it. It returns why the attempt may
 // not go, or the context's error if it ended while the attempt waited for
 // a pacer.
-func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
+func (g *Gate) AdmitFirst(t *Ticket) (Reason, error) {
 	hs := t.hs
-	if t.repeat {
+	if t.Repeat {
 		g.chargeRepeat(t)
 	}
 	if !g.paced && !hs.cb.opened() {
@@ -342,7 +394,7 @@ func (g *gate) admitFirst(t *ticket) (GiveUpReason, error) {
 // it is, if the share has room: then it is not counted as a first
 // attempt. One the share has no room for still goes (retryhttp never
 // refuses a caller's own attempt for the budget), counted as a first.
-func (g *gate) chargeRepeat(t *ticket) {
+func (g *Gate) chargeRepeat(t *Ticket) {
 	if g.budget == nil {
 		return
 	}
@@ -357,7 +409,7 @@ func (g *gate) chargeRepeat(t *ticket) {
 // take goes into the permit (t.p); an attempt that does not go takes
 // nothing. A wait that the context ends returns its error, with the
 // waiting pacer's reason, none if the caller canceled it.
-func (g *gate) admit(t *ticket, a ask) (verdictOf, error) {
+func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
 	held := false
 	for i, c := range t.hs.ctls {
 		v, err := t.ask(c, a)
@@ -383,18 +435,18 @@ func (g *gate) admit(t *ticket, a ask) (verdictOf, error) {
 // ask asks c about an attempt, and asks it again after each wait it
 // asks for: at a time, or when its line moves. A wait that ends with the
 // context leaves the line, and refuses with the context's error.
-func (t *ticket) ask(c controller, a ask) (verdictOf, error) {
+func (t *Ticket) ask(c controller, a ask) (verdictOf, error) {
 	began := a.now
 	for turn := 0; ; turn++ {
 		v := c.admit(a)
 		if v.act != actWait {
 			return v, nil
 		}
-		err := await(t.ctx, v.wake, nil, v.wait)
+		err := await(t.Ctx, v.wake, nil, v.wait)
 		if err == nil && turn == maxWaitTurns {
 			err = errTooManyWaits
 		}
-		if dl, ok := t.ctx.Deadline(); err == nil && ok && !time.Now().Before(dl) {
+		if dl, ok := t.Ctx.Deadline(); err == nil && ok && !time.Now().Before(dl) {
 			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
 		}
 		if err != nil {
@@ -418,15 +470,15 @@ var errTooManyWaits = errors.New("retryhttp: waited too often for a pacer")
 // host is failing, and by when (mono) the attempt must have gone, the
 // sooner of the context's deadline and WithMaxElapsed's end, 0 if
 // neither.
-func (t *ticket) question(kd kind) ask {
+func (t *Ticket) question(kd kind) ask {
 	now := time.Now()
 	m := monoAt(now)
 	a := ask{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
-	if dl, ok := t.ctx.Deadline(); ok {
+	if dl, ok := t.Ctx.Deadline(); ok {
 		a.deadline = m + max(int64(dl.Sub(now)), 1)
 	}
-	if !t.meEnd.IsZero() {
-		if end := m + int64(t.meEnd.Sub(now)); a.deadline == 0 || end < a.deadline {
+	if !t.MaxElapsedEnd.IsZero() {
+		if end := m + int64(t.MaxElapsedEnd.Sub(now)); a.deadline == 0 || end < a.deadline {
 			a.deadline = max(end, 1)
 		}
 	}
@@ -436,7 +488,7 @@ func (t *ticket) question(kd kind) ask {
 // callersEnd is the reason a wait for a pacer that ended in err gives:
 // none if the caller canceled it (the caller's doing, not the pacer's
 // refusal), else the pacer's.
-func callersEnd(reason GiveUpReason, err error) GiveUpReason {
+func callersEnd(reason Reason, err error) Reason {
 	if errors.Is(err, context.Canceled) {
 		return ""
 	}
@@ -445,7 +497,7 @@ func callersEnd(reason GiveUpReason, err error) GiveUpReason {
 
 // cancel gives back the permit of an attempt that is not sent: whatever
 // the controllers took for it.
-func (t *ticket) cancel() {
+func (t *Ticket) cancel() {
 	if t.hs != nil && t.p != (permit{}) {
 		now := time.Now()
 		for i, c := range t.hs.ctls {
@@ -458,7 +510,7 @@ func (t *ticket) cancel() {
 // done tells each controller how the attempt of the permit ended (o),
 // with what it took for it, and reports the transition one made; the
 // permit is used.
-func (t *ticket) done(o seen) (ch change) {
+func (t *Ticket) done(o seen) (ch change) {
 	p := t.p
 	t.p = permit{}
 	for i, c := range t.hs.ctls {
@@ -472,7 +524,7 @@ func (t *ticket) done(o seen) (ch change) {
 
 // sending notes attempt n, about to go: when it started, and whether it
 // is a retry (or a probe), whose failure shows that retries fail too.
-func (g *gate) sending(t *ticket, n int) {
+func (g *Gate) Sending(t *Ticket, n int) {
 	if n > 1 {
 		t.start = mono()
 	}
@@ -483,7 +535,7 @@ func (g *gate) sending(t *ticket, n int) {
 // controllers, once, with what its permit took: the permit is used. A
 // failure of an attempt that started before an answer from the host is
 // stale: it changes nothing.
-func (g *gate) record(t *ticket, r *result) {
+func (g *Gate) Record(t *Ticket, r Outcome) {
 	hs := t.hs
 	if hs == nil {
 		return
@@ -507,17 +559,17 @@ func (g *gate) record(t *ticket, r *result) {
 // served no one, with a budget that owes nothing), a fresh failure (trip:
 // one that opens the breaker), or nothing (a stale failure, a cancel);
 // and, with pacers, how it went.
-func (g *gate) seenOf(t *ticket, r *result) seen {
+func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	hs := t.hs
 	o := seen{retry: t.retry, probe: t.p.probe}
 	o.at = time.Now()
 	o.now = monoAt(o.at)
 	switch {
-	case r.err == nil && !r.retryable:
+	case r.Answered:
 		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
 		hs.health.answer(t.start, o.now)
 		o.answered = true
-	case r.retryable && (!r.notSent || isDialError(r.err)) && !hs.health.stale(t.start):
+	case r.Failed && !hs.health.stale(t.start):
 		// A refused connection reached no application, but says that
 		// the host serves no one: it counts, though it costs nothing.
 		s := hs.health.fail(o.now, g.scoreCap())
@@ -525,7 +577,11 @@ func (g *gate) seenOf(t *ticket, r *result) seen {
 		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
 	}
 	if g.paced {
-		o.pacing(t, r)
+		o.sent, o.canceled, o.rejected = r.Sent, r.Canceled, r.Rejected
+		o.start, o.rtt = t.start, o.now-t.start
+		if r.Header != nil {
+			o.header, o.status, o.wall = r.Header, r.Status, o.at
+		}
 	}
 	return o
 }
@@ -534,7 +590,7 @@ func (g *gate) seenOf(t *ticket, r *result) seen {
 // in the order they happened: whoever reports holds the host's evMu, so
 // that calls for one host come in order, never at once, and no
 // controller's lock is held while they run.
-func (g *gate) report(t *ticket) {
+func (g *Gate) report(t *Ticket) {
 	hs := t.hs
 	hs.evMu.Lock()
 	defer hs.evMu.Unlock()
@@ -549,7 +605,7 @@ func (g *gate) report(t *ticket) {
 			if open {
 				score = int(hs.health.level())
 			}
-			g.notify(t.ctx, hs.host, open, score)
+			g.s.Notify(t.Ctx, hs.host, open, score)
 		}
 	}
 }
@@ -561,7 +617,7 @@ const maxReports = 1 << 10
 
 // scoreCap is where the score stops: no higher than what opens the
 // breaker, so that a long outage is forgotten as fast as a short one.
-func (g *gate) scoreCap() int32 {
+func (g *Gate) scoreCap() int32 {
 	if g.breaker != nil {
 		return int32(max(g.breaker.Threshold, failingAfter))
 	}
@@ -570,44 +626,44 @@ func (g *gate) scoreCap() int32 {
 
 // abandon gives back the permit of an attempt whose base panicked: all
 // but its budget charge, for it may have reached the host.
-func (g *gate) abandon(t *ticket) {
+func (g *Gate) Abandon(t *Ticket) {
 	t.p.charged = false
 	t.cancel()
 }
 
-// admission is what becomes of a retry that the ladder allows.
-type admission uint8
+// Next is what becomes of a retry that the ladder allows.
+type Next uint8
 
 const (
-	admitWait admission = iota // wait for the delay, then send
-	admitHold                  // hold until it may go, or its limit
+	NextWait Next = iota // wait for the delay, then send
+	NextHold             // hold until it may go, or its limit
 )
 
 // admitRetry asks the controllers for a retry that the ladder (decide.go)
 // allows: it waits and goes (charged to the budget, unless it never
 // reached the server), is held, or gives up now, without a wait.
-func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
+func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
 	hs := t.hs
 	if hs == nil {
-		return admitWait, ""
+		return NextWait, ""
 	}
 	a := t.question(kindRetry)
 	m := a.now
-	if !t.owned && hs.health.outage(m) && g.mayHold(hs, m) {
-		return admitHold, "" // the host serves no one: wait for it, uncharged
+	if !t.Owned && hs.health.outage(m) && g.mayHold(hs, m) {
+		return NextHold, "" // the host serves no one: wait for it, uncharged
 	}
-	a.free = r.notSent
+	a.free = free
 	v, _ := g.admit(t, a) // no controller asks a retry to wait before its own wait
 	switch v.act {
 	case actRefuse:
 		return g.refused(t, v.reason, m)
 	case actHold:
-		if g.breaker == nil || t.owned {
-			return admitWait, GiveUpBudget // no queue to hold it in, or one a layer above owns: never held
+		if g.breaker == nil || t.Owned {
+			return NextWait, ReasonBudget // no queue to hold it in, or one a layer above owns: never held
 		}
-		return admitHold, ""
+		return NextHold, ""
 	}
-	return admitWait, ""
+	return NextWait, ""
 }
 
 // refused is what becomes of a retry that a controller refused for
@@ -615,12 +671,12 @@ func (g *gate) admitRetry(t *ticket, r *result) (admission, GiveUpReason) {
 // does not answer (an outage not yet sure: failures in an instant) or a
 // recovery is under way: then it is held, to go with the host's next
 // answer, charged then.
-func (g *gate) refused(t *ticket, reason GiveUpReason, m int64) (admission, GiveUpReason) {
+func (g *Gate) refused(t *Ticket, reason Reason, m int64) (Next, Reason) {
 	hs := t.hs
-	if reason == GiveUpBudget && !t.owned && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
-		return admitHold, ""
+	if reason == ReasonBudget && !t.Owned && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+		return NextHold, ""
 	}
-	return admitWait, reason
+	return NextWait, reason
 }
 
 // mayHold reports whether a retry to hs may be held at m for the host's
@@ -630,7 +686,7 @@ func (g *gate) refused(t *ticket, reason GiveUpReason, m int64) (admission, Give
 // nothing (the recovery will lend), or the share's room now. Otherwise
 // it gives up at once: the budget never makes a caller wait for a retry
 // that will not be sent.
-func (g *gate) mayHold(hs *hostState, m int64) bool {
+func (g *Gate) mayHold(hs *hostState, m int64) bool {
 	switch {
 	case g.breaker == nil || g.breaker.FailFast:
 		return false
@@ -643,7 +699,7 @@ func (g *gate) mayHold(hs *hostState, m int64) bool {
 // afterWait passes a retry whose wait has ended: if the breaker opened
 // meanwhile, it is to be held (held: the caller holds it, g.hold), or,
 // with FailFast, it goes only as the probe.
-func (g *gate) afterWait(t *ticket) (reason GiveUpReason, held bool) {
+func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
 	hs := t.hs
 	if hs == nil || g.breaker == nil || t.p.probe != 0 {
 		return "", false
@@ -653,14 +709,14 @@ func (g *gate) afterWait(t *ticket) (reason GiveUpReason, held bool) {
 			return "", false
 		}
 	}
-	if t.owned {
-		g.refund(t)
-		return GiveUpCircuitOpen, false // a layer above owns it: never held, back to it at once
+	if t.Owned {
+		g.Refund(t)
+		return ReasonCircuitOpen, false // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(t.question(kindProbe))
 		if v.act == actRefuse {
-			g.refund(t)
+			g.Refund(t)
 			return v.reason, false
 		}
 		t.p.probe = v.probe
@@ -670,33 +726,33 @@ func (g *gate) afterWait(t *ticket) (reason GiveUpReason, held bool) {
 }
 
 // hold holds a retry in the breaker's queue until it may go (charged to
-// the budget as it leaves), or gives up: at its limit (GiveUpBreaker, or
-// GiveUpMaxElapsed past WithMaxElapsed), or when the budget has no room
-// for it as it leaves (GiveUpBudget). A context that ends first ends the
+// the budget as it leaves), or gives up: at its limit (ReasonBreaker, or
+// ReasonMaxElapsed past WithMaxElapsed), or when the budget has no room
+// for it as it leaves (ReasonBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
-func (g *gate) hold(t *ticket, notBefore, limit time.Time) (GiveUpReason, error) {
+func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 	hs := t.hs
-	g.refund(t)
-	t.wasHeld = true
+	g.Refund(t)
+	t.WasHeld = true
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
-		end, ticket, err := awaitHold(t.ctx, &hs.cb, t.firstFail, notBefore, limit)
+		end, ticket, err := awaitHold(t.Ctx, &hs.cb, t.FirstFail, notBefore, limit)
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
-			return GiveUpBreaker, nil // the deadline is the limit: give up with the last response
+			return ReasonBreaker, nil // the deadline is the limit: give up with the last response
 		case err != nil:
 			return "", err
-		case !t.meEnd.IsZero() && !now.Before(t.meEnd):
+		case !t.MaxElapsedEnd.IsZero() && !now.Before(t.MaxElapsedEnd):
 			hs.cb.undo(permit{probe: ticket}, now)
-			return GiveUpMaxElapsed, nil
+			return ReasonMaxElapsed, nil
 		case end == holdGiveUp:
-			return GiveUpBreaker, nil
+			return ReasonBreaker, nil
 		}
 		if reason, again := g.leave(t, end, ticket); !again {
 			return reason, nil
 		}
 	}
-	return GiveUpBreaker, nil
+	return ReasonBreaker, nil
 }
 
 // awaitHold holds a retry in cb until its hold ends (see circuit.turn),
@@ -720,11 +776,11 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 
 // leave charges a retry that leaves its hold to the budget. A probe that
 // the budget has no room for goes back in the hold (again); any other
-// gives up, GiveUpBudget.
-func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason, again bool) {
+// gives up, ReasonBudget.
+func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, again bool) {
 	hs := t.hs
 	v, lent := g.charge(t, end)
-	if f := g.onRelease; f != nil && v.act == actSend && end == holdReleased {
+	if f := g.s.OnRelease; f != nil && v.act == actSend && end == holdReleased {
 		f(hs.host, lent)
 	}
 	switch {
@@ -736,12 +792,12 @@ func (g *gate) leave(t *ticket, end holdEnd, ticket uint64) (reason GiveUpReason
 		hs.cb.reprobe(ticket, time.Now())
 		return "", true
 	}
-	return GiveUpBudget, false
+	return ReasonBudget, false
 }
 
 // charge asks the budget for a retry leaving its hold as end says, and
 // lends beyond the share to one that a recovery released (lent).
-func (g *gate) charge(t *ticket, end holdEnd) (v verdictOf, lent bool) {
+func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	if g.budget == nil {
 		return send, false
 	}
@@ -770,7 +826,7 @@ func (g *gate) charge(t *ticket, end holdEnd) (v verdictOf, lent bool) {
 // mayHedge asks for a hedge: none while the host's breaker is open or
 // retries are held; each one spends the budget, and a pacer that would
 // take a turn, quota or slot for it refuses it (a copy takes none).
-func (g *gate) mayHedge(t *ticket) bool {
+func (g *Gate) MayHedge(t *Ticket) bool {
 	hs := t.hs
 	if hs.cb.opened() || hs.cb.holding() > 0 {
 		return false
@@ -788,26 +844,11 @@ func (g *gate) mayHedge(t *ticket) bool {
 }
 
 // refund gives back the charge of a retry that was never sent.
-func (g *gate) refund(t *ticket) {
+func (g *Gate) Refund(t *Ticket) {
 	if t.p.charged && t.hs != nil && g.budget != nil {
 		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
 	}
 	t.p.charged, t.p.chargedSec = false, 0
-}
-
-// sleep waits for d, or until ctx ends, and then returns ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // await waits for a change, a wake, d (none if d < 0), or the end of
@@ -828,3 +869,49 @@ func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) 
 	}
 	return nil
 }
+
+// pace asks the pacers whether a retry, its wait over, goes now: "" when
+// it may, once every wait asked for has passed; otherwise why not, or the
+// context's error if it ended during a wait.
+func (g *Gate) Pace(t *Ticket) (Reason, error) {
+	v, err := g.admit(t, t.question(kindSend))
+	return v.reason, err
+}
+
+// Known reports whether t's host is known: Enter found it.
+func (t *Ticket) Known() bool { return t.hs != nil }
+
+// Holds reports whether the attempt in flight holds something a panic in
+// the base would leave taken: a probe, a pacer's slot, turn or quota
+// (Abandon gives them back).
+func (t *Ticket) Holds() bool { return t.p.probe != 0 || t.p.paced != 0 }
+
+// Failing reports whether t's host is failing now.
+func (t *Ticket) Failing() bool { return t.hs != nil && t.hs.health.failing(mono()) }
+
+// Crowd reports whether t's retry is one of a crowd held together: 4 or
+// more held whose requests first failed within 10ms of t's first failure.
+func (t *Ticket) Crowd() bool { return t.hs.cb.crowd(t.FirstFail) }
+
+// Latencies are t's host's recent latencies; nil without hedging.
+func (t *Ticket) Latencies() *Latencies { return t.hs.lat }
+
+// RetriedAbove is the Unix second a layer above last retried a request
+// to t's host, 0 if never or the host is not known.
+func (t *Ticket) RetriedAbove() int64 {
+	if t.hs == nil {
+		return 0
+	}
+	return t.hs.above.Load()
+}
+
+// NoteRetriedAbove notes that a layer above retried a request to t's
+// host in Unix second sec.
+func (t *Ticket) NoteRetriedAbove(sec int64) {
+	if t.hs != nil {
+		t.hs.above.Store(sec)
+	}
+}
+
+// HasBreaker reports whether the breaker is on.
+func (g *Gate) HasBreaker() bool { return g.breaker != nil }

@@ -1,4 +1,4 @@
-package retryhttp
+package admission
 
 import (
 	"container/heap"
@@ -53,7 +53,7 @@ func limitSim(lo, hi int, rate float64, work time.Duration, d time.Duration, cap
 // of work, and arrivals at random (Poisson) if poisson.
 func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64, poisson bool, d time.Duration, capacity func(time.Duration) int) []limitSecond {
 	var l limiter
-	l.init(&limitConfig{min: lo, max: hi})
+	l.init(&Limit{Min: lo, Max: hi})
 	base := int64(monoOffset)
 	rng := rand.New(rand.NewPCG(1, 2))
 	secs := make([]limitSecond, int(d/time.Second)+1)
@@ -171,7 +171,7 @@ func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, boo
 	if d > 0 {
 		a.deadline = a.now + int64(d)
 	}
-	v, err := (&ticket{ctx: ctx}).ask(c, a)
+	v, err := (&Ticket{Ctx: ctx}).ask(c, a)
 	return v.permit, v.act == actSend, err
 }
 
@@ -179,7 +179,7 @@ func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, boo
 // their deadline, and max of them at most wait.
 func TestConcurrencyLimitQueue(t *testing.T) {
 	var l limiter
-	l.init(&limitConfig{min: 2, max: 2})
+	l.init(&Limit{Min: 2, Max: 2})
 	for range 2 {
 		if v := l.admit(ask{}); v.act != actSend || !v.took {
 			t.Fatalf("a free slot: %+v", v)
@@ -216,7 +216,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	if v := l.admit(ask{}); v.act != actRefuse || v.reason != GiveUpLimit {
+	if v := l.admit(ask{}); v.act != actRefuse || v.reason != ReasonLimit {
 		t.Errorf("with max waiting: %+v, want refused (limit)", v)
 	}
 	// A waiter whose deadline passes leaves the queue, with no slot.

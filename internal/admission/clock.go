@@ -1,7 +1,7 @@
-// This file holds the clock that admission reads: the gate reads it, and
+// This file holds the clock that admission reads: the Gate reads it, and
 // gives the time to the controllers, which never read it themselves.
 
-package retryhttp
+package admission
 
 import "time"
 
@@ -25,3 +25,9 @@ func secondOf(m int64) int64 { return (clockBase.UnixNano() + m - monoOffset) / 
 func unixSecond() int64 { return secondOf(mono()) }
 
 var clockBase = time.Now()
+
+// Mono is admission's monotonic clock, in nanoseconds.
+func Mono() int64 { return mono() }
+
+// UnixSecond is the Unix second now, by admission's clock.
+func UnixSecond() int64 { return unixSecond() }

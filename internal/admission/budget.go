@@ -1,12 +1,11 @@
-// This file holds the retry Budget, one of admission's controllers
+// This file holds the retry budget (the public Budget), one of admission's controllers
 // (admission.go): per host, retries may add a share of the first attempts sent
 // over a sliding window, or a small floor a second while the host is not
 // failing. Every retry that is sent is charged, whichever way it leaves.
 
-package retryhttp
+package admission
 
 import (
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -22,19 +21,10 @@ const (
 	floorSpan = 3
 )
 
-// A Budget caps the retries sent to each destination host (req.URL.Host):
-// a retry may go while it fits ratio × the host's first attempts of the
-// last 10 s or, while the host is not failing, the floor of minPerSecond
-// (counted over 3 s), whichever is larger. Every retry that is sent is
-// charged, however it leaves, and one the budget refuses gives up at once
-// with its last response. docs/overload.md gives the model and what it
-// promises.
-//
-// A Budget is safe for concurrent use, and one Budget may be shared by
-// several Transports so that they spend one allowance. Recording a first
-// attempt costs one atomic operation and no lock. The zero Budget allows
-// no retries at all; use NewBudget.
-type Budget struct {
+// A Share is the retry budget's allowance, per host: the public Budget.
+// The zero Share allows no retries at all; Init sets it. It is safe for
+// concurrent use, and may be shared by several Gates.
+type Share struct {
 	ratio     float64
 	perSecond float64
 	span      int     // seconds over which the floor counts
@@ -42,35 +32,16 @@ type Budget struct {
 	hosts     hostMap[hostBudget]
 }
 
-// NewBudget returns a Budget that lets retries to each host reach ratio ×
-// its first attempts over about 10 s, or minPerSecond retries a second
-// while the host is not failing. NewBudget(0.1, 10) is the default of
-// every Transport.
-//
-// It panics if ratio or minPerSecond is negative, NaN or infinite.
-func NewBudget(ratio, minPerSecond float64) *Budget {
-	if err := budgetErr(ratio, minPerSecond); err != nil {
-		panic(err.Error())
-	}
+// Init sets b to let retries to each host reach ratio × its first
+// attempts over budgetWindow, or minPerSecond retries a second while the
+// host is not failing: both finite and >= 0.
+func (b *Share) Init(ratio, minPerSecond float64) {
 	span := floorSpan
 	if minPerSecond > 0 && minPerSecond*floorSpan < 1 {
 		span = int(min(math.Ceil(1/minPerSecond), budgetBuckets))
 	}
-	b := &Budget{ratio: ratio, perSecond: minPerSecond, span: span, floor: minPerSecond * float64(span)}
+	b.ratio, b.perSecond, b.span, b.floor = ratio, minPerSecond, span, minPerSecond*float64(span)
 	b.hosts.evictable = func(h *hostBudget) bool { return h.refs.Load() == 0 }
-	return b
-}
-
-// budgetErr is what is wrong with NewBudget's arguments, or nil: the one
-// check of NewBudget and of a policy's budget section.
-func budgetErr(ratio, minPerSecond float64) error {
-	if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
-		return fmt.Errorf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio)
-	}
-	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
-		return fmt.Errorf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond)
-	}
-	return nil
 }
 
 // hostBudget counts one host's first attempts and retries in one-second
@@ -119,13 +90,13 @@ func sum(bs *[budgetBuckets]atomic.Uint64, sec int64, span int) float64 {
 
 // room reports whether host's budget has room for one more retry, with
 // the floor or without it.
-func (b *Budget) room(h *hostBudget, sec int64, floor bool) bool {
+func (b *Share) room(h *hostBudget, sec int64, floor bool) bool {
 	return b.fits(h, sec, floor, 1)
 }
 
 // fits reports whether the retries counted now plus add fit the share or,
 // with floor, the floor.
-func (b *Budget) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
+func (b *Share) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
 	if sum(&h.retries, sec, budgetBuckets)+add <= b.ratio*sum(&h.firsts, sec, budgetBuckets) {
 		return true
 	}
@@ -137,7 +108,7 @@ func (b *Budget) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
 // compare-and-swap on the current second's bucket, made only if the counts
 // it saw still leave room, so that goroutines deciding at the same instant
 // cannot overshoot the limit together.
-func (b *Budget) allow(h *hostBudget, sec int64, floor bool) bool {
+func (b *Share) allow(h *hostBudget, sec int64, floor bool) bool {
 	cur := &h.retries[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
@@ -157,7 +128,7 @@ func (b *Budget) allow(h *hostBudget, sec int64, floor bool) bool {
 
 // refund gives back a retry spent in second sec that was never sent, if
 // its bucket still counts that second.
-func (b *Budget) refund(h *hostBudget, sec int64) {
+func (b *Share) refund(h *hostBudget, sec int64) {
 	cur := &h.retries[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
@@ -179,7 +150,7 @@ func (b *Budget) refund(h *hostBudget, sec int64) {
 //
 // It observes nothing: the host's health is the gate's.
 type budgetCtl struct {
-	b *Budget
+	b *Share
 	e *hostEntry[hostBudget]
 }
 
@@ -203,7 +174,7 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	if a.kind == kindRetry && !a.healthy && c.b.room(h, a.sec, true) {
 		return hold
 	}
-	return refuse(GiveUpBudget)
+	return refuse(ReasonBudget)
 }
 
 // idle: the budget's entry is the shared Budget's, kept as long as it is
@@ -211,7 +182,7 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 func (c *budgetCtl) idle(int64) bool { return true }
 
 // attach points the controller at b's entry for host, in second sec.
-func (c *budgetCtl) attach(b *Budget, host string, sec int64) {
+func (c *budgetCtl) attach(b *Share, host string, sec int64) {
 	c.b, c.e = b, b.hosts.entry(host, nil, sec)
 	c.e.v.refs.Add(1)
 }
@@ -266,3 +237,13 @@ func (c *budgetCtl) undo(t permit, _ time.Time) {
 }
 
 func (c *budgetCtl) observe(seen) change { return change{} }
+
+// Settings are b's ratio and floor.
+func (b *Share) Settings() (ratio, minPerSecond float64) { return b.ratio, b.perSecond }
+
+// Hosts is how many hosts b counts.
+func (b *Share) Hosts() int { return b.hosts.len() }
+
+// Allows reports whether b has room for a retry to host in Unix second
+// sec, the floor included: it spends it.
+func (b *Share) Allows(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec, true) }

@@ -1,18 +1,11 @@
-package retryhttp
+package admission
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
+	"github.com/retryhttp/retryhttp/internal/codesize"
 	"os"
 	"regexp"
 	"testing"
 )
-
-// admissionFiles are admission's: the loop, its controllers, the health
-// they read, the host map and the clock.
-var admissionFiles = []string{"admission.go", "pacing.go", "budget.go", "breaker.go", "throttle.go",
-	"staticrate.go", "quota.go", "limit.go", "health.go", "hostmap.go", "clock.go"}
 
 // controllerFiles hold admission's controllers, and the health they
 // read: none of them reads the clock or runs a timer; the time is in
@@ -22,53 +15,18 @@ var controllerFiles = []string{"budget.go", "breaker.go", "throttle.go", "static
 // No function of admission runs over 40 lines or a cyclomatic complexity
 // of 12 (1, plus one per if, for, case and && or ||): each says one thing.
 func TestAdmissionFunctionsAreSmall(t *testing.T) {
-	fset := token.NewFileSet()
-	seen := 0
-	for _, name := range admissionFiles {
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			seen++
-			lines := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
-			if c := cyclomatic(fd.Body); lines > 40 || c > 12 {
-				t.Errorf("%s: %s has %d lines and a cyclomatic complexity of %d; at most 40 and 12", name, fd.Name.Name, lines, c)
-			}
+	fs, err := codesize.Funcs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		if f.Lines > 40 || f.Cyclomatic > 12 {
+			t.Errorf("%s: %s has %d lines and a cyclomatic complexity of %d; at most 40 and 12", f.File, f.Name, f.Lines, f.Cyclomatic)
 		}
 	}
-	if seen < 100 {
-		t.Fatalf("found %d functions in admission's files; the parser missed some", seen)
+	if len(fs) < 100 {
+		t.Fatalf("found %d functions in admission's files; the parser missed some", len(fs))
 	}
-}
-
-// cyclomatic is body's cyclomatic complexity, as gocyclo counts it.
-func cyclomatic(body *ast.BlockStmt) int {
-	c := 1
-	ast.Inspect(body, func(n ast.Node) bool {
-		switch x := n.(type) {
-		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
-			c++
-		case *ast.CaseClause:
-			if x.List != nil {
-				c++
-			}
-		case *ast.CommClause:
-			if x.Comm != nil {
-				c++
-			}
-		case *ast.BinaryExpr:
-			if x.Op == token.LAND || x.Op == token.LOR {
-				c++
-			}
-		}
-		return true
-	})
-	return c
 }
 
 // clockRead matches a read of the clock, or a timer.

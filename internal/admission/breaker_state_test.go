@@ -1,6 +1,7 @@
-package retryhttp
+package admission
 
 import (
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,9 +10,30 @@ import (
 // The breaker's states with time as an argument: no clock, no goroutine,
 // each step a call at a given instant.
 
-func newCircuit(cfg BreakerConfig) *circuit {
-	return &circuit{cfg: resolveBreaker(cfg, 2800*time.Millisecond), tickets: new(atomic.Uint64)}
+// newCircuit is a breaker with cfg's settings, and the defaults of a
+// 2.8 s schedule for those cfg leaves at zero: a threshold of 10, probes
+// 560ms to 700ms apart.
+func newCircuit(cfg Breaker) *circuit {
+	if cfg.Threshold == 0 {
+		cfg.Threshold = 10
+	}
+	if cfg.ProbeBackoff == nil {
+		cfg.ProbeBackoff = between{560 * time.Millisecond, 700 * time.Millisecond}
+	}
+	return &circuit{cfg: &cfg, tickets: new(atomic.Uint64)}
 }
+
+// between draws every delay uniformly in [lo, hi].
+type between struct{ lo, hi time.Duration }
+
+func (b between) Delay(int, time.Duration) time.Duration {
+	return b.lo + time.Duration(rand.Int64N(int64(b.hi-b.lo)+1))
+}
+
+// constant is every delay d.
+type constant time.Duration
+
+func (d constant) Delay(int, time.Duration) time.Duration { return time.Duration(d) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -27,7 +49,7 @@ func cbOK(cb *circuit, ms int, retry, lend bool) change {
 }
 
 func TestCircuitOpensAndClosesInOrder(t *testing.T) {
-	cb := newCircuit(BreakerConfig{})
+	cb := newCircuit(Breaker{})
 	if v := cb.admit(ask{kind: kindRetry, at: tAt(0)}); v.act != actSend {
 		t.Fatalf("closed: a retry is %v, want sent", v.act)
 	}
@@ -53,9 +75,9 @@ func TestCircuitOpensAndClosesInOrder(t *testing.T) {
 }
 
 func TestCircuitFailFastProbes(t *testing.T) {
-	cb := newCircuit(BreakerConfig{FailFast: true, ProbeBackoff: Constant(100 * time.Millisecond)})
+	cb := newCircuit(Breaker{FailFast: true, ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
-	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != GiveUpCircuitOpen {
+	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != ReasonCircuitOpen {
 		t.Fatalf("before the probe time: %v %q, want refused, circuit_open", v.act, v.reason)
 	}
 	v := cb.admit(ask{kind: kindFirst, at: tAt(100)})
@@ -75,7 +97,7 @@ func TestCircuitFailFastProbes(t *testing.T) {
 // limit gives up if a retry has failed since the host last answered, and
 // goes otherwise.
 func TestCircuitHoldProbeAndLimit(t *testing.T) {
-	cb := newCircuit(BreakerConfig{ProbeBackoff: Constant(100 * time.Millisecond)})
+	cb := newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
 	w := cb.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
 	_, _, done, next, _ := cb.turn(w, tAt(0))
@@ -92,7 +114,7 @@ func TestCircuitHoldProbeAndLimit(t *testing.T) {
 	if end, _, done, _, _ = cb.turn(w, tAt(1000)); !done || end != holdGiveUp {
 		t.Errorf("at its limit after a failed probe: %v %v, want to give up", done, end)
 	}
-	cb2 := newCircuit(BreakerConfig{ProbeBackoff: Constant(time.Hour)})
+	cb2 := newCircuit(Breaker{ProbeBackoff: constant(time.Hour)})
 	cbFail(cb2, 0, false, true) // first attempts only
 	w = cb2.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
 	if end, _, done, _, _ = cb2.turn(w, tAt(1000)); !done || end != holdGo {
@@ -105,7 +127,7 @@ func TestCircuitHoldProbeAndLimit(t *testing.T) {
 // let go and not yet gone is held again. (Each goes by its paced turn at
 // the latest: held 100ms apart, they would go 100ms apart.)
 func TestCircuitSlowStart(t *testing.T) {
-	cb := newCircuit(BreakerConfig{ProbeBackoff: Constant(time.Hour)})
+	cb := newCircuit(Breaker{ProbeBackoff: constant(time.Hour)})
 	cbFail(cb, 0, false, true)
 	var ws []*holder
 	for i := range 20 { // held 100ms apart: their paced turns, as far apart after the answer, come later

@@ -5,7 +5,7 @@
 // same facts, the one rule that tells an outage (the host serves no one)
 // from an overload (it serves some and refuses the rest).
 
-package retryhttp
+package admission
 
 import (
 	"sync/atomic"

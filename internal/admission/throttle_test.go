@@ -1,4 +1,4 @@
-package retryhttp
+package admission
 
 import (
 	"math/rand/v2"

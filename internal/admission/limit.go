@@ -4,7 +4,7 @@
 // with a range, the limit adapts to the host: down when its answers slow
 // or it sheds (429, 503), up while they come back as fast as it can serve.
 
-package retryhttp
+package admission
 
 import (
 	"math"
@@ -35,27 +35,12 @@ const (
 	limitSlowShare = 0.15
 )
 
-// WithConcurrencyLimit limits the attempts in flight to each host: fixed
-// with min == max (a bulkhead), else adaptive from max, cut by a tenth
-// when the host sheds (429, 503), times out, or answers slower than its
-// own spread explains, grown by one per round trip otherwise. Up to max
-// attempts over the limit wait their turn, within their deadline; the
-// others end at once with an [*Error], reason [GiveUpLimit].
-func WithConcurrencyLimit(min, max int) Option {
-	return option("WithConcurrencyLimit", func(c *config) error {
-		if min < 1 || max < min || max > 1<<20 {
-			return optErr("WithConcurrencyLimit", "min %d and max %d must satisfy 1 <= min <= max <= %d", min, max, 1<<20)
-		}
-		c.limit = &limitConfig{min: min, max: max}
-		return nil
-	})
-}
-
-type limitConfig struct{ min, max int }
+// Limit is the concurrency limit's range: fixed with Min == Max.
+type Limit struct{ Min, Max int }
 
 // limiter is one host's concurrency limit.
 type limiter struct {
-	cfg       *limitConfig
+	cfg       *Limit
 	mu        sync.Mutex
 	limit     float64
 	inflight  int
@@ -65,22 +50,22 @@ type limiter struct {
 	leastSlow [2]float64 // the least share of slow answers of a round, this window and the last
 	windowAt  int64      // mono start of this window
 	round     limitRoundCount
-	g         *stateGauge
+	g         gauge
 }
 
 // limitRoundCount counts a round's answers: in all, slow, and drops.
 type limitRoundCount struct{ n, slow, drops int }
 
 // newLimiter is a host's concurrency limit, its state shown on g.
-func newLimiter(cfg *limitConfig, g *stateGauge) *limiter {
+func newLimiter(cfg *Limit, g gauge) *limiter {
 	l := new(limiter)
 	l.init(cfg)
 	l.g = g
 	return l
 }
 
-func (l *limiter) init(cfg *limitConfig) {
-	l.cfg, l.limit = cfg, float64(cfg.max)
+func (l *limiter) init(cfg *Limit) {
+	l.cfg, l.limit = cfg, float64(cfg.Max)
 	l.leastSlow, l.ownSlow = [2]float64{1, 1}, -1
 }
 
@@ -91,7 +76,7 @@ func (l *limiter) init(cfg *limitConfig) {
 func (l *limiter) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(GiveUpLimit) // a copy would hold no slot: none
+		return refuse(ReasonLimit) // a copy would hold no slot: none
 	case !a.kind.sending():
 		return send
 	}
@@ -103,7 +88,7 @@ func (l *limiter) admit(a ask) verdictOf {
 		}
 		if a.deadline != 0 && a.now >= a.deadline {
 			l.leaveLocked(w)
-			return refuse(GiveUpLimit)
+			return refuse(ReasonLimit)
 		}
 		return l.wait(a, w)
 	}
@@ -111,8 +96,8 @@ func (l *limiter) admit(a ask) verdictOf {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
 		return verdictOf{act: actSend, permit: permit{took: true}}
-	case len(l.waiters) >= l.cfg.max:
-		return refuse(GiveUpLimit)
+	case len(l.waiters) >= l.cfg.Max:
+		return refuse(ReasonLimit)
 	}
 	w := newWaiter()
 	l.waiters = append(l.waiters, w)
@@ -122,7 +107,7 @@ func (l *limiter) admit(a ask) verdictOf {
 // wait is the verdict of w, in line: wait until it is granted a slot, or
 // until its deadline.
 func (l *limiter) wait(a ask, w *waiter) verdictOf {
-	v := verdictOf{act: actWait, reason: GiveUpLimit, wake: w.wake, waiter: w, wait: -1}
+	v := verdictOf{act: actWait, reason: ReasonLimit, wake: w.wake, waiter: w, wait: -1}
 	if a.deadline != 0 {
 		v.wait = time.Duration(a.deadline - a.now)
 	}
@@ -180,7 +165,7 @@ func (l *limiter) observe(o seen) change {
 		return change{}
 	}
 	l.mu.Lock()
-	if l.cfg.min < l.cfg.max {
+	if l.cfg.Min < l.cfg.Max {
 		l.adapt(o)
 	}
 	l.releaseLocked()
@@ -254,9 +239,9 @@ func (l *limiter) endRound() {
 	unloaded := float64(l.inflight)*2 <= l.limit
 	switch {
 	case l.round.drops > 0 || queued:
-		l.limit = math.Max(float64(l.cfg.min), l.limit*limitBackoff)
+		l.limit = math.Max(float64(l.cfg.Min), l.limit*limitBackoff)
 	case !unloaded:
-		l.limit = math.Min(float64(l.cfg.max), l.limit+1)
+		l.limit = math.Min(float64(l.cfg.Max), l.limit+1)
 	}
 	if unloaded {
 		if l.ownSlow < 0 {

@@ -4,7 +4,7 @@
 // sees about ratio × what it serves, and a host that is down sees almost
 // nothing until it answers again.
 
-package retryhttp
+package admission
 
 import (
 	"math"
@@ -13,13 +13,13 @@ import (
 )
 
 const (
-	// throttleShort and throttleLong are the time constants of the
+	// throttleShort and ThrottleLong are the time constants of the
 	// throttle's two views of the host: the short one reacts to an outage
 	// within a fraction of a second, the long one keeps the refusals of
 	// a lasting one steady. The probability of a refusal is the larger of
 	// the two views'.
 	throttleShort = 250 * time.Millisecond
-	throttleLong  = 2 * time.Second
+	ThrottleLong  = 2 * time.Second
 	// throttleProbeGap is how often a request goes that the throttle
 	// would refuse, to find out that the host is back: at most one a
 	// second, however many are offered.
@@ -28,22 +28,6 @@ const (
 	// quiet client's two failures in a row are no outage.
 	throttleShortMin = 4
 )
-
-// WithThrottle refuses a share of first attempts to a host that refuses
-// many of them (429, 502, 503, 504, a timeout, a connection error), so
-// that it receives at most about ratio × what it accepts. The share
-// follows the last 2 s; a refused request sends nothing and ends at once
-// with an [*Error], reason [GiveUpThrottled]. Off by default; 2 is a good
-// ratio, 1.25 for a host that queues bursts (docs/overload.md).
-func WithThrottle(ratio float64) Option {
-	return option("WithThrottle", func(c *config) error {
-		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
-			return optErr("WithThrottle", "ratio %v must be a finite number >= 1 (attempts sent per attempt accepted)", ratio)
-		}
-		c.throttle = ratio
-		return nil
-	})
-}
 
 // throttle is one host's: the Google SRE client-side throttle (a refusal
 // with probability (requests − ratio × accepts) / (requests + 1)), with
@@ -58,12 +42,12 @@ type throttle struct {
 	ratio    float64
 	mu       sync.Mutex
 	views    [2]throttleView
-	at       int64       // mono of the last decay
-	drop     float64     // the probability of a refusal, as last computed
-	probed   int64       // mono of the last request let go against the odds
-	credit   float64     // the part of a send earned and not yet taken, below 1
-	answered int64       // mono start of the latest-sent attempt the host accepted
-	g        *stateGauge // its state, for the metrics
+	at       int64   // mono of the last decay
+	drop     float64 // the probability of a refusal, as last computed
+	probed   int64   // mono of the last request let go against the odds
+	credit   float64 // the part of a send earned and not yet taken, below 1
+	answered int64   // mono start of the latest-sent attempt the host accepted
+	g        gauge   // its state, for the metrics
 }
 
 type throttleView struct {
@@ -72,7 +56,7 @@ type throttleView struct {
 }
 
 // newThrottle is a host's throttle, its state shown on g.
-func newThrottle(ratio float64, g *stateGauge) *throttle {
+func newThrottle(ratio float64, g gauge) *throttle {
 	t := new(throttle)
 	t.init(ratio)
 	t.g = g
@@ -85,7 +69,7 @@ func (t *throttle) idle(int64) bool { return true }
 
 func (t *throttle) init(ratio float64) {
 	t.ratio = ratio
-	t.views = [2]throttleView{{tau: float64(throttleShort)}, {tau: float64(throttleLong)}}
+	t.views = [2]throttleView{{tau: float64(throttleShort)}, {tau: float64(ThrottleLong)}}
 }
 
 // decay ages the counts to now; mu is held.
@@ -147,7 +131,7 @@ func (t *throttle) admit(a ask) verdictOf {
 	t.mu.Unlock()
 	if refused {
 		t.g.set(p)
-		return refuse(GiveUpThrottled)
+		return refuse(ReasonThrottled)
 	}
 	return send
 }

@@ -2,7 +2,7 @@
 // (admission.go) and of a Budget (budget.go), and the canonical form of a host
 // that keys it.
 
-package retryhttp
+package admission
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package retryhttp
+package admission
 
 import (
 	"testing"

@@ -2,7 +2,7 @@
 // (pacing.go): per host, a token bucket with a line of waiters, first
 // come first served, for servers that say nothing of their quota.
 
-package retryhttp
+package admission
 
 import (
 	"math"
@@ -11,23 +11,10 @@ import (
 	"time"
 )
 
-// WithRateLimit sends at most perSecond attempts a second to each host,
-// in bursts of at most burst. An attempt over the rate waits its turn; one
-// whose turn would come past its deadline ends at once with an [*Error],
-// reason [GiveUpQuota], and takes no turn.
-func WithRateLimit(perSecond float64, burst int) Option {
-	return option("WithRateLimit", func(c *config) error {
-		if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 1 {
-			return optErr("WithRateLimit", "perSecond %v must be a finite number > 0 and burst %d at least 1", perSecond, burst)
-		}
-		c.rate = &rateConfig{perSecond: perSecond, burst: burst}
-		return nil
-	})
-}
-
-type rateConfig struct {
-	perSecond float64
-	burst     int
+// Rate is the static rate: attempts a second, in bursts of at most Burst.
+type Rate struct {
+	PerSecond float64
+	Burst     int
 }
 
 // staticRate is one host's token bucket and its line. A waiter's turn
@@ -37,7 +24,7 @@ type rateConfig struct {
 // not used is never lost. (x/time/rate's reservations cannot give a turn
 // back once a later one is made, so the bucket is kept here.)
 type staticRate struct {
-	cfg     *rateConfig
+	cfg     *Rate
 	mu      sync.Mutex
 	tokens  float64
 	at      int64         // mono of tokens
@@ -46,21 +33,21 @@ type staticRate struct {
 }
 
 // newStaticRate is a host's static rate limit.
-func newStaticRate(cfg *rateConfig) *staticRate {
+func newStaticRate(cfg *Rate) *staticRate {
 	s := new(staticRate)
 	s.init(cfg)
 	return s
 }
 
-func (s *staticRate) init(cfg *rateConfig) {
-	s.cfg, s.tokens = cfg, float64(cfg.burst)
+func (s *staticRate) init(cfg *Rate) {
+	s.cfg, s.tokens = cfg, float64(cfg.Burst)
 }
 
 // fill adds the tokens earned since the last fill, up to the burst; mu is
 // held.
 func (s *staticRate) fill(now int64) {
 	if now > s.at {
-		s.tokens = min(s.tokens+float64(now-s.at)/float64(time.Second)*s.cfg.perSecond, float64(s.cfg.burst))
+		s.tokens = min(s.tokens+float64(now-s.at)/float64(time.Second)*s.cfg.PerSecond, float64(s.cfg.Burst))
 		s.at = now
 	}
 }
@@ -73,7 +60,7 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 	if need <= 0 {
 		return 0
 	}
-	return time.Duration(math.Ceil(need / s.cfg.perSecond * float64(time.Second)))
+	return time.Duration(math.Ceil(need / s.cfg.PerSecond * float64(time.Second)))
 }
 
 // admit takes a turn now, or takes a place in the line (a.waiter, once
@@ -82,7 +69,7 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 func (s *staticRate) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(GiveUpQuota) // a copy would take no turn: none
+		return refuse(ReasonQuota) // a copy would take no turn: none
 	case !a.kind.sending():
 		return send
 	}
@@ -100,7 +87,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 		return tookIt
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
 		s.leave(me) // its turn would come too late
-		return refuse(GiveUpQuota)
+		return refuse(ReasonQuota)
 	}
 	if me == nil {
 		me = newWaiter()
@@ -109,7 +96,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 	if s.changed == nil {
 		s.changed = make(chan struct{})
 	}
-	return verdictOf{act: actWait, reason: GiveUpQuota, wait: d, wake: s.changed, waiter: me}
+	return verdictOf{act: actWait, reason: ReasonQuota, wait: d, wake: s.changed, waiter: me}
 }
 
 // leave takes me out of the line, if it is in it, and tells those
@@ -138,7 +125,7 @@ func (s *staticRate) undo(t permit, _ time.Time) {
 	if t.took || t.waiter != nil {
 		s.mu.Lock()
 		if t.took {
-			s.tokens = min(s.tokens+1, float64(s.cfg.burst))
+			s.tokens = min(s.tokens+1, float64(s.cfg.Burst))
 			s.moved()
 		}
 		s.leave(t.waiter)
@@ -157,5 +144,5 @@ func (s *staticRate) idle(now int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fill(now)
-	return len(s.line) == 0 && s.tokens >= float64(s.cfg.burst)
+	return len(s.line) == 0 && s.tokens >= float64(s.cfg.Burst)
 }

@@ -1,0 +1,168 @@
+package admission
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The budget's rule, driven alone: a retry fits the share (ratio × first
+// attempts over 10 s) or, on a host that is not failing, the floor
+// (minPerSecond over 3 s, or over the span that holds one retry); the
+// floor does not add to the share.
+func TestBudgetRatioAndFloor(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		ratio, perSecond float64
+		firsts           int
+		floor            bool // the host is not failing
+		want             int  // retries allowed
+	}{
+		{0.1, 0, 100, true, 10},
+		{0.1, 0, 0, true, 0},
+		{0, 1, 50, true, 3},     // floor: 1/s over 3 s
+		{0, 1, 50, false, 0},    // no floor for a failing host
+		{0.1, 1, 100, true, 10}, // the larger of the two, not their sum
+		{0.1, 10, 100, true, 30},
+		{0.1, 10, 100, false, 10},
+		{0, 0.1, 0, true, 1}, // 0.1/s: one retry over 10 s
+		{0.5, 0, 7, true, 3},
+	}
+	for _, tt := range tests {
+		b := share(tt.ratio, tt.perSecond)
+		for range tt.firsts {
+			b.recordFirst("a", nil, now.Unix())
+		}
+		got := 0
+		for range 1000 {
+			if !b.allow(b.hosts.get("a"), now.Unix(), tt.floor) {
+				break
+			}
+			got++
+		}
+		if got != tt.want {
+			t.Errorf("share(%v, %v) after %d first attempts (floor %v) allows %d retries, want %d",
+				tt.ratio, tt.perSecond, tt.firsts, tt.floor, got, tt.want)
+		}
+		if b.Allows("b", now.Unix()) != (tt.perSecond > 0) {
+			t.Errorf("share(%v, %v): another host shares the first host's account", tt.ratio, tt.perSecond)
+		}
+	}
+}
+
+// The floor counts over 3 s: spent now, it is back 3 s later, not 10.
+func TestBudgetFloorSpan(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := share(0, 10)
+	h := b.hosts.get("h")
+	n := 0
+	for range 100 {
+		if b.allow(h, t0.Unix(), true) {
+			n++
+		}
+	}
+	if n != 30 {
+		t.Fatalf("floor of 10/s allowed %d retries in one instant, want 30", n)
+	}
+	if b.allow(h, t0.Unix()+2, true) {
+		t.Error("floor spent at t0 allowed a retry 2s later")
+	}
+	if !b.allow(h, t0.Unix()+3, true) {
+		t.Error("floor spent at t0 still spent 3s later")
+	}
+}
+
+func TestBudgetWindowSlides(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := share(0.1, 0)
+	for range 100 {
+		b.recordFirst("h", nil, t0.Unix())
+	}
+	for range 10 {
+		if !b.Allows("h", t0.Unix()) {
+			t.Fatal("retry refused within the budget")
+		}
+	}
+	if b.Allows("h", t0.Add(5*time.Second).Unix()) {
+		t.Error("budget spent at t0 allowed a retry 5s later")
+	}
+	// 10 s on, the first attempts and the retries of t0 are out of the window.
+	if b.Allows("h", t0.Add(10*time.Second).Unix()) {
+		t.Error("first attempts older than the window still count")
+	}
+	for range 10 {
+		b.recordFirst("h", nil, t0.Add(10*time.Second).Unix())
+	}
+	if !b.Allows("h", t0.Add(10*time.Second).Unix()) {
+		t.Error("retries older than the window still count")
+	}
+}
+
+func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	b := share(0.1, 0)
+	for range 1000 {
+		b.recordFirst("h", nil, now.Unix())
+	}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if b.Allows("h", now.Unix()) {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed.Load() != 100 {
+		t.Errorf("50 goroutines were allowed %d retries, want exactly 100 (10%% of 1000)", allowed.Load())
+	}
+}
+
+// recordFirst counts a first attempt to host in second sec.
+func (b *Share) recordFirst(host string, _ []byte, sec int64) {
+	h := b.hosts.get(host)
+	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
+}
+
+// A recovery's loan: each retry lent beyond the share is owed, 1/ratio
+// first attempts, and the budget is solvent (may lend again) only once
+// they are sent; with no ratio, nothing is ever lent.
+func TestBudgetLoan(t *testing.T) {
+	b := share(0.1, 10)
+	var c budgetCtl
+	c.attach(b, "h", unixSecond())
+	sec := unixSecond()
+	if !c.solvent() {
+		t.Fatal("a new budget owes something")
+	}
+	for range 3 {
+		c.lend(sec)
+	}
+	if c.solvent() {
+		t.Fatal("solvent after lending 3")
+	}
+	if got := sum(&c.e.v.retries, sec, budgetBuckets); got != 3 {
+		t.Errorf("%v retries counted, want the 3 lent", got)
+	}
+	for range 29 {
+		c.countFirst(sec)
+	}
+	if c.solvent() {
+		t.Error("solvent after 29 of the 30 first attempts owed")
+	}
+	c.countFirst(sec)
+	if !c.solvent() {
+		t.Error("not solvent once the 30 first attempts owed were sent")
+	}
+	var none budgetCtl
+	none.attach(share(0, 10), "h", unixSecond())
+	if none.solvent() {
+		t.Error("a budget with no ratio may lend")
+	}
+}

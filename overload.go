@@ -1,0 +1,312 @@
+// This file holds admission's public side: the retry Budget, the
+// breaker's BreakerConfig, the pacers' options, and what a Transport's
+// settings and an attempt's result become for internal/admission, which
+// holds the controllers and the loop that asks them.
+
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
+)
+
+// A Budget caps the retries sent to each destination host (req.URL.Host):
+// a retry may go while it fits ratio × the host's first attempts of the
+// last 10 s or, while the host is not failing, the floor of minPerSecond
+// (counted over 3 s), whichever is larger. Every retry that is sent is
+// charged, however it leaves, and one the budget refuses gives up at once
+// with its last response. docs/overload.md gives the model and what it
+// promises.
+//
+// A Budget is safe for concurrent use, and one Budget may be shared by
+// several Transports so that they spend one allowance. Recording a first
+// attempt costs one atomic operation and no lock. The zero Budget allows
+// no retries at all; use NewBudget.
+type Budget struct{ s admission.Share }
+
+// NewBudget returns a Budget that lets retries to each host reach ratio ×
+// its first attempts over about 10 s, or minPerSecond retries a second
+// while the host is not failing. NewBudget(0.1, 10) is the default of
+// every Transport.
+//
+// It panics if ratio or minPerSecond is negative, NaN or infinite.
+func NewBudget(ratio, minPerSecond float64) *Budget {
+	if err := budgetErr(ratio, minPerSecond); err != nil {
+		panic(err.Error())
+	}
+	b := new(Budget)
+	b.s.Init(ratio, minPerSecond)
+	return b
+}
+
+// budgetErr is what is wrong with NewBudget's arguments, or nil: the one
+// check of NewBudget and of a policy's budget section.
+func budgetErr(ratio, minPerSecond float64) error {
+	if ratio < 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		return fmt.Errorf("retryhttp: NewBudget: ratio %v must be a finite number >= 0", ratio)
+	}
+	if minPerSecond < 0 || math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) {
+		return fmt.Errorf("retryhttp: NewBudget: minPerSecond %v must be a finite number >= 0", minPerSecond)
+	}
+	return nil
+}
+
+// BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
+// zero field takes its default.
+type BreakerConfig struct {
+	// Threshold opens a host's breaker: each attempt to the host that
+	// fails in a way worth retrying adds 1 to the host's health score,
+	// each answer takes 2 off (down to 0), and the breaker opens when the
+	// score reaches Threshold, that is after Threshold failures in a row,
+	// or while clearly more than two attempts in three fail, once the
+	// failures have lasted 10ms (failures that all come in one instant,
+	// such as a test's parallel requests, are no outage). Default 10; at
+	// most 1,000,000.
+	Threshold int
+	// ProbeBackoff spaces the probes while retries are held: the n-th
+	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
+	// the host failed (a probe, a first attempt or another request's
+	// retry: a client whose first attempts keep coming needs no probe; or
+	// after the breaker opened, or the first retry was held), divided
+	// by a fourth of the retries held when more than 4 are (by 8 at most,
+	// and never under 20ms), so that a process with many callers waiting finds the host
+	// back sooner. The default follows the retry schedule: a delay drawn
+	// between a fifth and a quarter of its length (560ms to 700ms with the
+	// defaults). With FailFast, EqualJitter(250ms, 2s). A probe is a
+	// retry: the budget is charged for it, and with no room it waits.
+	ProbeBackoff Backoff
+	// ProbeTimeout is how long a probe may go unanswered before it counts
+	// as failed, so that a probe that hangs does not stop the next one.
+	// The default, 0, is 4 times the probe's own interval, and at least
+	// 100ms.
+	ProbeTimeout time.Duration
+	// MaxHold is the longest a retry is held. The default, 0, holds it no
+	// longer than its request's backoff schedule: until the time its last
+	// attempt would have gone at the latest, that is the sum of the
+	// backoff's upper bounds for every retry (2.8s with the defaults)
+	// after the request's first failure (for a crowd, 4 or more held
+	// whose requests first failed within 10ms of each other, less a
+	// random share of up to a fifth drawn once per request, so that
+	// callers held together do not come back together), and never before
+	// its own wait
+	// (Retry-After included) has ended. A context deadline or
+	// WithMaxElapsed that comes sooner ends the hold sooner; nothing, not
+	// a probe in flight, keeps it longer. At its limit a held retry gives
+	// up with its last response, reason "breaker", if a retry or a probe
+	// to the host has failed since the host last answered; otherwise
+	// (failed first attempts alone do not show that a retry would fail)
+	// it goes, charged to the budget.
+	MaxHold time.Duration
+	// FailFast makes the breaker refuse first attempts too while a host's
+	// breaker is open: RoundTrip returns at once an [*Error] for which
+	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
+	// without sending anything, so that the caller can serve a fallback.
+	// One request at a time goes out as the probe, at ProbeBackoff or as
+	// every sixth first attempt that would be refused, whichever comes
+	// first. A retry whose breaker is open gives up at once with its last
+	// response, reason circuit_open, unless it can go as the probe.
+	FailFast bool
+	// OnStateChange, if set, is called when a host's breaker opens or
+	// closes, on the goroutine of the RoundTrip whose attempt changed it,
+	// after the change; calls for one host come in order, never at once,
+	// and hold up nothing but that host's next transition. It must
+	// return quickly. Metrics count the same transitions
+	// (retryhttp_breaker_transitions_total, retryhttp_breaker_open_hosts),
+	// and a logger gets one Warn record when a breaker opens and one Info
+	// when it closes. host is in its canonical form (lower case, no
+	// default port); open says the state entered: open (retries to the
+	// host are held; FailFast: first attempts refused) or closed (the host
+	// answered).
+	OnStateChange func(host string, open bool)
+}
+
+// The states of a host's breaker, as metrics and logs name them.
+const (
+	breakerOpen   = "open"
+	breakerClosed = "closed"
+)
+
+// WithRetryBreaker configures the retry breaker, on by default with the
+// zero BreakerConfig. While a host is failing or serves no one, its
+// retries are held, one going as a probe at a time; an answer releases
+// them as a slow start, so that callers come back as the host answers,
+// not as a wave. A retry held to its limit gives up with its last
+// response. State is per host and per Transport; the package
+// documentation, "Admission", has the rules.
+func WithRetryBreaker(cfg BreakerConfig) Option {
+	return option("WithRetryBreaker", func(c *config) error {
+		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }
+		switch {
+		case cfg.Threshold < 0:
+			return optErr(name("Threshold", cfg.Threshold), "threshold is negative")
+		case cfg.Threshold > maxThreshold:
+			return optErr(name("Threshold", cfg.Threshold), "threshold is above %d", maxThreshold)
+		case cfg.MaxHold < 0:
+			return optErr(name("MaxHold", cfg.MaxHold), "hold is negative")
+		case cfg.ProbeTimeout < 0:
+			return optErr(name("ProbeTimeout", cfg.ProbeTimeout), "timeout is negative")
+		case cfg.ProbeBackoff != nil && isNil(cfg.ProbeBackoff):
+			return optErr(fmt.Sprintf("WithRetryBreaker(ProbeBackoff: %T(nil))", cfg.ProbeBackoff), "a nil Backoff: leave the field unset for the default")
+		}
+		c.breaker = &cfg
+		return nil
+	})
+}
+
+// WithoutRetryBreaker turns the retry breaker off: every retry is sent
+// when its wait ends, limited by the budget alone, and FailFast is off too.
+func WithoutRetryBreaker() Option {
+	return option("WithoutRetryBreaker", func(c *config) error {
+		c.breaker = nil
+		return nil
+	})
+}
+
+// resolveBreaker fills in the defaults once the retry schedule is known.
+func resolveBreaker(cfg BreakerConfig, schedule time.Duration) *BreakerConfig {
+	if cfg.Threshold == 0 {
+		cfg.Threshold = defaultBreakerThreshold
+	}
+	if cfg.ProbeBackoff == nil {
+		if cfg.FailFast {
+			cfg.ProbeBackoff = equalJitter{defaultFailFastProbeBase, defaultFailFastProbeMax}
+		} else {
+			lo := max(schedule/5, time.Millisecond)
+			cfg.ProbeBackoff = uniformBackoff{lo, max(schedule/4, lo)}
+		}
+	}
+	return &cfg
+}
+
+// WithThrottle refuses a share of first attempts to a host that refuses
+// many of them (429, 502, 503, 504, a timeout, a connection error), so
+// that it receives at most about ratio × what it accepts. The share
+// follows the last 2 s; a refused request sends nothing and ends at once
+// with an [*Error], reason [GiveUpThrottled]. Off by default; 2 is a good
+// ratio, 1.25 for a host that queues bursts (docs/overload.md).
+func WithThrottle(ratio float64) Option {
+	return option("WithThrottle", func(c *config) error {
+		if ratio < 1 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+			return optErr("WithThrottle", "ratio %v must be a finite number >= 1 (attempts sent per attempt accepted)", ratio)
+		}
+		c.throttle = ratio
+		return nil
+	})
+}
+
+// WithRateLimit sends at most perSecond attempts a second to each host,
+// in bursts of at most burst. An attempt over the rate waits its turn; one
+// whose turn would come past its deadline ends at once with an [*Error],
+// reason [GiveUpQuota], and takes no turn.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return option("WithRateLimit", func(c *config) error {
+		if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 1 {
+			return optErr("WithRateLimit", "perSecond %v must be a finite number > 0 and burst %d at least 1", perSecond, burst)
+		}
+		c.rate = &admission.Rate{PerSecond: perSecond, Burst: burst}
+		return nil
+	})
+}
+
+// WithQuotaPacing reads the quota a host says is left (RateLimit and
+// RateLimit-Policy, RateLimit- and X-RateLimit-Remaining with -Reset,
+// OpenAI's and Anthropic's request counts, a 429's Retry-After) and, once
+// it is spent, holds attempts to that host until it resets, plus jitter.
+// An attempt that would wait past maxWait or its deadline ends at once
+// with an [*Error], reason [GiveUpQuota]. With spread, the quota left is
+// spread evenly over the time to its reset.
+func WithQuotaPacing(maxWait time.Duration, spread bool) Option {
+	return option("WithQuotaPacing", func(c *config) error {
+		if maxWait <= 0 {
+			return optErr("WithQuotaPacing", "maxWait %v must be > 0", maxWait)
+		}
+		c.quota = &admission.Quota{MaxWait: maxWait, Spread: spread}
+		return nil
+	})
+}
+
+// WithConcurrencyLimit limits the attempts in flight to each host: fixed
+// with min == max (a bulkhead), else adaptive from max, cut by a tenth
+// when the host sheds (429, 503), times out, or answers slower than its
+// own spread explains, grown by one per round trip otherwise. Up to max
+// attempts over the limit wait their turn, within their deadline; the
+// others end at once with an [*Error], reason [GiveUpLimit].
+func WithConcurrencyLimit(min, max int) Option {
+	return option("WithConcurrencyLimit", func(c *config) error {
+		if min < 1 || max < min || max > 1<<20 {
+			return optErr("WithConcurrencyLimit", "min %d and max %d must satisfy 1 <= min <= max <= %d", min, max, 1<<20)
+		}
+		c.limit = &admission.Limit{Min: min, Max: max}
+		return nil
+	})
+}
+
+// errRefused is what a request that a pacer refused before its first
+// attempt ends with, in an *Error whose Reason says which pacer.
+var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
+
+// reasonOf is admission's answer with its reason as a GiveUpReason.
+func reasonOf(r admission.Reason, err error) (GiveUpReason, error) { return GiveUpReason(r), err }
+
+// told is what admission is told of an attempt that ended with r: an
+// answer, a fresh failure worth retrying (one that reached the host, or
+// a refused connection, which reached no application but says that the
+// host serves no one), and, for the pacers, whether it reached the host,
+// whether the host turned it away, and what the answer said.
+func (r *result) told() admission.Outcome {
+	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
+	o := admission.Outcome{Answered: r.err == nil && !r.retryable, Failed: r.retryable && (!r.notSent || isDialError(r.err)),
+		Sent: !r.notSent && !canceled, Canceled: canceled, Rejected: rejected(r)}
+	if r.resp != nil {
+		o.Header, o.Status = r.resp.Header, r.resp.StatusCode
+	}
+	return o
+}
+
+// settings are what c's options turn on in admission.
+func (c *config) settings() admission.Settings {
+	s := admission.Settings{Hedge: c.hedge != nil, Throttle: c.throttle, Rate: c.rate, Quota: c.quota, Limit: c.limit,
+		Notify: c.breakerChanged, OnRelease: c.onRelease}
+	if c.budget != nil {
+		s.Budget = &c.budget.s
+	}
+	if c.breaker != nil {
+		b := resolveBreaker(*c.breaker, c.schedule)
+		s.Breaker = &admission.Breaker{Threshold: b.Threshold, ProbeBackoff: b.ProbeBackoff, ProbeTimeout: b.ProbeTimeout,
+			MaxHold: b.MaxHold, FailFast: b.FailFast}
+	}
+	if gs := c.metrics.gauges(); gs != nil && s.Paced() {
+		for i := range s.Gauges {
+			if g := gs.g[i]; g != nil {
+				s.Gauges[i] = g
+			}
+		}
+	}
+	return s
+}
+
+// rejected reports whether the host turned an attempt away, or could not
+// take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
+// context's deadline) or a connection error. Any other answer, a 500
+// included, was served; a request its caller canceled says nothing.
+func rejected(r *result) bool {
+	if r.resp != nil {
+		switch r.resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
+}
+
+// uniformBackoff draws every delay uniformly in [lo, hi].
+type uniformBackoff struct{ lo, hi time.Duration }
+
+func (u uniformBackoff) Delay(int, time.Duration) time.Duration { return uniform(u.lo, u.hi) }
