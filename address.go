@@ -1,20 +1,14 @@
-// This file sends retries to another address (WithAddressRotation): when a
-// host name resolves to several addresses, each attempt of a request goes
-// to an address it has not tried yet, through a pool of connections of
-// that address's own, so that a retry does not land on the connection, or
-// the backend, that just failed it.
+// This file holds WithAddressRotation, whose base is internal/rotation's:
+// each attempt of a request goes to an address of its host that it has
+// not tried yet.
 
 package retryhttp
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
+
+	"github.com/retryhttp/retryhttp/internal/rotation"
 )
 
 // WithAddressRotation sends each attempt of a request to an address of its
@@ -31,192 +25,6 @@ func WithAddressRotation() Option {
 	})
 }
 
-// rotation is WithAddressRotation's base: one *http.Transport per
-// address, each a copy of proto that dials that address alone.
-type rotation struct {
-	proto   *http.Transport
-	resolve func(ctx context.Context, host string) ([]string, error)
-
-	mu    sync.RWMutex
-	pools map[poolKey]*http.Transport
-	names map[string]*resolved // by host name
-	turn  atomic.Uint64        // first attempts' round robin
-}
-
-// poolKey names the Transport of one address of a host and port.
-type poolKey struct{ host, addr, port string }
-
-// resolved is a host name's addresses, kept for resolveFor; one caller
-// at a time resolves it again, while the others use what is known.
-type resolved struct {
-	addrs     []string
-	at        time.Time
-	resolving atomic.Bool
-}
-
-// resolveFor is how long a name's addresses are kept: a name that moves
-// is followed within it.
-const resolveFor = 30 * time.Second
-
-func newRotation(proto *http.Transport) *rotation {
-	return &rotation{proto: proto, resolve: net.DefaultResolver.LookupHost,
-		pools: map[poolKey]*http.Transport{}, names: map[string]*resolved{}}
-}
-
-// triedKey carries, in an attempt's context, the addresses its request
-// has tried.
-type triedKey struct{}
-
-// tried is the addresses a request's attempts went to, in order.
-type tried struct {
-	mu    sync.Mutex
-	addrs []string
-}
-
-func (r *rotation) RoundTrip(req *http.Request) (*http.Response, error) {
-	host := req.URL.Hostname()
-	if host == "" || net.ParseIP(host) != nil {
-		return r.proto.RoundTrip(req) // an address already: nothing to choose
-	}
-	addrs, err := r.addresses(req.Context(), host)
-	if err != nil || len(addrs) < 2 {
-		return r.proto.RoundTrip(req) // one address, or the dial will say
-	}
-	t, _ := req.Context().Value(triedKey{}).(*tried)
-	return r.pool(host, r.pick(addrs, t), port(req)).RoundTrip(req)
-}
-
-// pick is the address of an attempt: a first attempt takes the next in
-// turn (only first attempts move the turn on, so that retries do not
-// skew it); a retry, the next after the last its request tried that it
-// has not tried; when all have been tried, the one after the last.
-func (r *rotation) pick(addrs []string, t *tried) string {
-	if t == nil {
-		return addrs[r.turn.Add(1)%uint64(len(addrs))]
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var start int
-	if n := len(t.addrs); n == 0 {
-		start = int(r.turn.Add(1) % uint64(len(addrs)))
-	} else {
-		start = (slices.Index(addrs, t.addrs[n-1]) + 1) % len(addrs) // -1 (gone from the name) starts at 0
-	}
-	pick := addrs[start]
-	for i := range addrs {
-		if a := addrs[(start+i)%len(addrs)]; !slices.Contains(t.addrs, a) {
-			pick = a
-			break
-		}
-	}
-	t.addrs = append(t.addrs, pick)
-	return pick
-}
-
-// addresses are host's addresses, resolved at most every resolveFor: one
-// request at a time resolves a name whose addresses are old, on its own
-// path and bounded by its context, while the others use what is known; a
-// resolver that fails keeps what is known for another resolveFor.
-func (r *rotation) addresses(ctx context.Context, host string) ([]string, error) {
-	r.mu.RLock()
-	res := r.names[host]
-	r.mu.RUnlock()
-	if res != nil && (time.Since(res.at) < resolveFor || !res.resolving.CompareAndSwap(false, true)) {
-		return res.addrs, nil
-	}
-	addrs, err := r.resolve(ctx, host)
-	switch {
-	case err != nil && res == nil:
-		return nil, err
-	case err != nil || len(addrs) == 0:
-		addrs = res.addrs // the last known, while the resolver fails
-	default:
-		addrs = slices.Sorted(slices.Values(addrs))
-	}
-	r.store(host, addrs)
-	return addrs, nil
-}
-
-func (r *rotation) store(host string, addrs []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.names) >= 1024 {
-		clear(r.names) // bounded: a Transport talks to few names
-	}
-	r.names[host] = &resolved{addrs: addrs, at: time.Now()}
-}
-
-// pool is the Transport of one address of host: a copy of proto that
-// dials that address where it would dial host (and a proxy, if one
-// applies, as proto would: through a proxy no address is chosen).
-func (r *rotation) pool(host, addr, port string) *http.Transport {
-	key := poolKey{host, addr, port}
-	r.mu.RLock()
-	p := r.pools[key]
-	r.mu.RUnlock()
-	if p != nil {
-		return p
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if p := r.pools[key]; p != nil {
-		return p
-	}
-	name, target := net.JoinHostPort(host, port), net.JoinHostPort(addr, port)
-	p = r.proto.Clone()
-	if len(r.proto.TLSNextProto) > 0 {
-		// HTTP/2 set up by golang.org/x/net/http2 (Vault's client is): its
-		// one pool per host:port would carry every address's attempts on
-		// one connection. Each copy speaks the standard library's HTTP/2
-		// over its own connections instead.
-		p.TLSNextProto, p.ForceAttemptHTTP2 = nil, true
-	}
-	dial := r.proto.DialContext
-	//lint:ignore SA1019 a base's deprecated Dial is still its way to dial, and is kept
-	if old := r.proto.Dial; dial == nil && old != nil {
-		dial = func(_ context.Context, network, a string) (net.Conn, error) { return old(network, a) }
-	}
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
-	p.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
-		if a == name {
-			a = target
-		}
-		return dial(ctx, network, a)
-	}
-	if len(r.pools) >= 1024 {
-		for k, old := range r.pools { // bounded: close and forget one, any
-			old.CloseIdleConnections()
-			delete(r.pools, k)
-			break
-		}
-	}
-	r.pools[key] = p
-	return p
-}
-
-// CloseIdleConnections closes the idle connections of every address.
-func (r *rotation) CloseIdleConnections() {
-	r.proto.CloseIdleConnections()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pools {
-		p.CloseIdleConnections()
-	}
-}
-
-// port is req's port, or its scheme's.
-func port(req *http.Request) string {
-	if p := req.URL.Port(); p != "" {
-		return p
-	}
-	if req.URL.Scheme == "https" {
-		return "443"
-	}
-	return "80"
-}
-
 // rotationBase makes c's base rotate addresses, or says why it cannot.
 func (c *config) rotationBase() error {
 	switch b := c.base.(type) {
@@ -228,7 +36,7 @@ func (c *config) rotationBase() error {
 		if b.DialTLSContext != nil || b.DialTLS != nil {
 			return fmt.Errorf("retryhttp: WithAddressRotation: the base dials https through its own DialTLS, where no address can be chosen: set its DialContext instead")
 		}
-		c.base = newRotation(b)
+		c.base = rotation.New(b)
 		return nil
 	default:
 		return fmt.Errorf("retryhttp: WithAddressRotation: the base is a %T, not an *http.Transport: pass a nil base or an *http.Transport", c.base)

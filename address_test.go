@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/rotation"
 	"io"
 	"net"
 	"net/http"
@@ -114,7 +115,7 @@ func TestAddressRotation(t *testing.T) {
 						return ctx, nil
 					}))...)
 				defer tr.CloseIdleConnections()
-				tr.c.base.(*rotation).resolve = func(context.Context, string) ([]string, error) {
+				tr.c.base.(*rotation.Transport).Resolve = func(context.Context, string) ([]string, error) {
 					return []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, nil
 				}
 				scheme := "http"
@@ -183,7 +184,7 @@ func TestAddressRotationConcurrent(t *testing.T) {
 	tr := New(&http.Transport{MaxIdleConnsPerHost: 64}, WithAddressRotation(), WithoutBudget(), WithoutRetryBreaker(),
 		WithBackoff(Constant(0)), WithMaxAttempts(2))
 	defer tr.CloseIdleConnections()
-	tr.c.base.(*rotation).resolve = func(context.Context, string) ([]string, error) {
+	tr.c.base.(*rotation.Transport).Resolve = func(context.Context, string) ([]string, error) {
 		return []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, nil
 	}
 	var wg sync.WaitGroup
@@ -218,7 +219,7 @@ func TestAddressRotationTurnIsFirstAttempts(t *testing.T) {
 			return ctx, nil
 		}))
 	defer tr.CloseIdleConnections()
-	tr.c.base.(*rotation).resolve = func(context.Context, string) ([]string, error) {
+	tr.c.base.(*rotation.Transport).Resolve = func(context.Context, string) ([]string, error) {
 		return []string{"127.0.0.1", "127.0.0.9"}, nil // nothing listens on .9
 	}
 	const requests = 20

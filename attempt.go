@@ -10,6 +10,8 @@ import (
 	"errors"
 	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/internal/ratelimit"
+	"github.com/retryhttp/retryhttp/internal/replay"
+	"github.com/retryhttp/retryhttp/internal/rotation"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -25,7 +27,7 @@ type call struct {
 	req        *http.Request
 	ctx        context.Context
 	header     http.Header // req.Header with an injected key, or nil
-	body       replay
+	body       bodyReplay
 	keyed      bool
 	replayable bool
 	sent       sentTrace
@@ -34,14 +36,14 @@ type call struct {
 	span       time.Duration    // how long after its first failure a retry of it may be held (its share of the schedule)
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	start      time.Time        // when the first attempt began, with WithMaxElapsed only
-	tried      *tried           // the addresses its attempts went to, with WithAddressRotation
+	tried      *rotation.Tried  // the addresses its attempts went to, with WithAddressRotation
 }
 
-// replay is how the request body reaches each attempt.
-type replay struct {
+// bodyReplay is how the request body reaches each attempt.
+type bodyReplay struct {
 	mode bodyMode
-	buf  chunks
-	tee  *teeBody // the first attempt's body, while it is being kept
+	buf  replay.Chunks
+	tee  *replay.Tee // the first attempt's body, while it is being kept
 }
 
 // sentTrace tells whether an attempt that failed was sent at all.
@@ -123,8 +125,8 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		// Never retried, or too long to keep: sent once, as it is.
 		k.body.mode = bodyOnce
 	default:
-		// Kept while the first attempt sends it (tee.go).
-		k.body.tee = newTeeBody(req.Body, req.ContentLength, c.bodyLimit)
+		// Kept while the first attempt sends it (internal/replay).
+		k.body.tee = replay.NewTee(req.Body, req.ContentLength, c.bodyLimit)
 		k.body.mode, first = bodyTee, k.body.tee
 	}
 	return first
@@ -132,8 +134,8 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 
 // sized passes on a body, failing one that is not the length cl > 0 that
 // the request declares: no attempt can send it.
-func sized(cs chunks, err error, cl int64) (chunks, error) {
-	if err == nil && cl > 0 && cs.size() != cl {
+func sized(cs replay.Chunks, err error, cl int64) (replay.Chunks, error) {
+	if err == nil && cl > 0 && cs.Size() != cl {
 		return nil, errLengthMismatch
 	}
 	return cs, err
@@ -145,15 +147,15 @@ func (k *call) nextBody() (io.ReadCloser, error) {
 	case bodyGetBody:
 		return k.req.GetBody()
 	case bodyBuffered:
-		return newReplayBody(k.body.buf), nil
+		return replay.NewReader(k.body.buf), nil
 	case bodyTee:
-		cs, err := k.body.tee.rest(k.ctx)
+		cs, err := k.body.tee.Rest(k.ctx)
 		cs, err = sized(cs, err, k.req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
 		k.body.buf, k.body.mode = cs, bodyBuffered
-		return newReplayBody(cs), nil
+		return replay.NewReader(cs), nil
 	}
 	return k.req.Body, nil
 }
@@ -264,9 +266,9 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 	var m *ownedRequest // with markOwner, the mark and a.r in one allocation
 	if c.rotate {
 		if k.tried == nil {
-			k.tried = new(tried)
+			k.tried = new(rotation.Tried)
 		}
-		ctx = context.WithValue(ctx, triedKey{}, k.tried) // hedged copies share it
+		ctx = rotation.WithTried(ctx, k.tried) // hedged copies share it
 	}
 	if c.markOwner {
 		m = markOwned(ctx)
@@ -332,7 +334,7 @@ func (k *call) getBody() func() (io.ReadCloser, error) {
 	switch {
 	case k.body.mode == bodyBuffered:
 		buf := k.body.buf
-		return func() (io.ReadCloser, error) { return newReplayBody(buf), nil }
+		return func() (io.ReadCloser, error) { return replay.NewReader(buf), nil }
 	case k.body.mode == bodyTee && !k.replayable:
 		// net/http resends a request that is not replayable only when
 		// the server cannot have processed it (nothing written on a
@@ -342,12 +344,12 @@ func (k *call) getBody() func() (io.ReadCloser, error) {
 		// loop instead, where the resend is counted.
 		tee, ctx, cl := k.body.tee, k.ctx, k.req.ContentLength
 		return func() (io.ReadCloser, error) {
-			cs, err := tee.rewind(ctx)
+			cs, err := tee.Rewind(ctx)
 			cs, err = sized(cs, err, cl)
 			if err != nil {
 				return nil, err
 			}
-			return newReplayBody(cs), nil
+			return replay.NewReader(cs), nil
 		}
 	}
 	return k.req.GetBody
@@ -412,7 +414,7 @@ func (k *call) header0() http.Header {
 // that fails in the tee's GetBody (a body over the limit) was resending the
 // request for one of these reasons; the retry then gives up for the body.
 func (k *call) neverSent(err error) bool {
-	if unprocessed(err) || errors.Is(err, errTooLong) {
+	if unprocessed(err) || errors.Is(err, replay.ErrTooLong) {
 		return true
 	}
 	switch {

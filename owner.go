@@ -7,6 +7,7 @@ package retryhttp
 import (
 	"context"
 	"fmt"
+	"github.com/retryhttp/retryhttp/internal/rotation"
 	"net/http"
 )
 
@@ -32,7 +33,7 @@ func findInner(base http.RoundTripper) (inner *Transport, mark bool) {
 				return b, false
 			}
 			return nil, true
-		case *http.Transport, *rotation:
+		case *http.Transport, *rotation.Transport:
 			return nil, false
 		case unwrapper:
 			rt = b.Unwrap()

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/rotation"
 	"log/slog"
 	"math"
 	"net/http"
@@ -196,7 +197,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	}
 	c.inner, c.markOwner = findInner(c.base)
 	switch c.base.(type) {
-	case *http.Transport, *rotation: // its dial errors mean nothing was sent
+	case *http.Transport, *rotation.Transport: // its dial errors mean nothing was sent
 		c.plainBase = true
 	}
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)

@@ -108,7 +108,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	var k call
 	body := c.newCall(&k, req)
 	if k.body.tee != nil {
-		defer k.body.tee.release()
+		defer k.body.tee.Release()
 	}
 	if k.t.Known() {
 		if reason, err := reasonOf(c.gate.AdmitFirst(&k.t)); reason != "" || err != nil {

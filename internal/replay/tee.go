@@ -3,10 +3,10 @@
 // so that the first byte leaves at once, a full-duplex exchange works, and
 // the request's context governs the sending as it does without retries.
 // Only a retry needs the whole body: it then waits for the first attempt
-// to be done with it and reads the rest, if any. body.go holds the chunks
+// to be done with it and reads the rest, if any. chunks.go holds the Chunks
 // that the capture fills and the replays read.
 
-package retryhttp
+package replay
 
 import (
 	"cmp"
@@ -16,9 +16,9 @@ import (
 	"sync"
 )
 
-// teeBody is the first attempt's body: it reads the caller's body and
+// Tee is the first attempt's body: it reads the caller's body and
 // keeps what it reads, up to limit bytes, for the retries.
-type teeBody struct {
+type Tee struct {
 	src   io.ReadCloser
 	limit int64
 
@@ -27,7 +27,7 @@ type teeBody struct {
 	// guards the rest and is never held while src is read.
 	reading  chan struct{}
 	mu       sync.Mutex
-	cs       chunks
+	cs       Chunks
 	total    int64 // bytes read from src
 	kept     int64 // bytes kept in cs
 	served   int64 // bytes handed to the base: less than total after a read-ahead
@@ -41,14 +41,14 @@ type teeBody struct {
 	done     chan struct{} // closed when the base closes the tee
 }
 
-// newTeeBody keeps src as it is read. Nothing is allocated ahead of what
+// NewTee keeps src as it is read. Nothing is allocated ahead of what
 // arrives: a declared length only caps the chunks' growth.
-func newTeeBody(src io.ReadCloser, contentLength, limit int64) *teeBody {
-	return &teeBody{src: src, limit: limit, declared: max(contentLength, 0),
+func NewTee(src io.ReadCloser, contentLength, limit int64) *Tee {
+	return &Tee{src: src, limit: limit, declared: max(contentLength, 0),
 		done: make(chan struct{}), reading: make(chan struct{}, 1)}
 }
 
-func (t *teeBody) Read(p []byte) (int, error) {
+func (t *Tee) Read(p []byte) (int, error) {
 	t.reading <- struct{}{}
 	defer func() { <-t.reading }()
 	t.mu.Lock()
@@ -85,7 +85,7 @@ func (t *teeBody) Read(p []byte) (int, error) {
 // and then into new ones that grow as bufferBody's do; t.mu is held.
 // Bytes read ahead for the base (ahead) are kept even past the limit,
 // until the base has read them, but no longer for a retry.
-func (t *teeBody) keep(b []byte, ahead bool) {
+func (t *Tee) keep(b []byte, ahead bool) {
 	t.total += int64(len(b))
 	switch {
 	case t.over && !ahead:
@@ -100,7 +100,7 @@ func (t *teeBody) keep(b []byte, ahead bool) {
 		if len(t.cs) == 0 || len(t.cs[len(t.cs)-1]) == cap(t.cs[len(t.cs)-1]) {
 			size := max(minChunk, min(t.kept, 4<<10), t.kept/12)
 			if t.declared > t.kept {
-				// A declared length: chunks double, up to what is left of
+				// A declared length: Chunks double, up to what is left of
 				// it, so that no more is allocated than twice what came.
 				size = min(max(minChunk, t.kept), t.declared-t.kept)
 			}
@@ -115,7 +115,7 @@ func (t *teeBody) keep(b []byte, ahead bool) {
 }
 
 // ended records the end of src; t.mu is held.
-func (t *teeBody) ended(err error) {
+func (t *Tee) ended(err error) {
 	t.eof = true
 	if err != io.EOF {
 		t.srcErr = err
@@ -124,7 +124,7 @@ func (t *teeBody) ended(err error) {
 }
 
 // shut closes src once; t.mu is held.
-func (t *teeBody) shut() {
+func (t *Tee) shut() {
 	if !t.srcShut {
 		t.srcShut = true
 		t.src.Close()
@@ -134,7 +134,7 @@ func (t *teeBody) shut() {
 // Close is the base's: it is done with the body. The caller's body is
 // closed now if the request is over or it was read to its end; otherwise
 // it stays open for a retry to read the rest.
-func (t *teeBody) Close() error {
+func (t *Tee) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.baseDone {
@@ -148,9 +148,9 @@ func (t *teeBody) Close() error {
 	return nil
 }
 
-// release ends the request: the caller's body is closed as soon as the base
+// Release ends the request: the caller's body is closed as soon as the base
 // is done with it.
-func (t *teeBody) release() {
+func (t *Tee) Release() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.final = true
@@ -159,25 +159,25 @@ func (t *teeBody) release() {
 	}
 }
 
-// rewind is the GetBody of the tee's attempt, for the base: the whole body
+// Rewind is the GetBody of the tee's attempt, for the base: the whole body
 // once the base has closed the tee (net/http closes a body before it asks
 // for a fresh one). A base that asks earlier, while the tee is open (a
 // request signer that hashes the body before sending it), has the rest of
 // the body read ahead, within the limit, into the capture; the base's own
 // Reads are then served from it.
-func (t *teeBody) rewind(ctx context.Context) (chunks, error) {
+func (t *Tee) Rewind(ctx context.Context) (Chunks, error) {
 	t.mu.Lock()
 	open := !t.baseDone
 	t.mu.Unlock()
 	if open {
 		return t.ahead(ctx)
 	}
-	return t.rest(ctx)
+	return t.Rest(ctx)
 }
 
 // ahead reads the rest of src into the capture, up to the limit, for an
 // early GetBody.
-func (t *teeBody) ahead(ctx context.Context) (chunks, error) {
+func (t *Tee) ahead(ctx context.Context) (Chunks, error) {
 	if !t.take(ctx) {
 		return nil, ctx.Err()
 	}
@@ -189,7 +189,7 @@ func (t *teeBody) ahead(ctx context.Context) (chunks, error) {
 	defer t.mu.Unlock()
 	switch {
 	case t.over:
-		return nil, errTooLong
+		return nil, ErrTooLong
 	case t.srcErr != nil:
 		return nil, t.srcErr
 	}
@@ -197,7 +197,7 @@ func (t *teeBody) ahead(ctx context.Context) (chunks, error) {
 }
 
 // take takes the reading token, within ctx.
-func (t *teeBody) take(ctx context.Context) bool {
+func (t *Tee) take(ctx context.Context) bool {
 	select {
 	case t.reading <- struct{}{}:
 		return true
@@ -210,7 +210,7 @@ func (t *teeBody) take(ctx context.Context) bool {
 // reading token is held. Each Read of src runs within ctx: if ctx ends
 // first, fill returns its error at once and leaves the Read to finish
 // (and give the token back) on its own.
-func (t *teeBody) fill(ctx context.Context, ahead bool) error {
+func (t *Tee) fill(ctx context.Context, ahead bool) error {
 	buf := make([]byte, 32<<10)
 	type read struct {
 		n   int
@@ -260,14 +260,14 @@ func (t *teeBody) fill(ctx context.Context, ahead bool) error {
 	}
 }
 
-// errTooLong is what rest reports for a body longer than the limit.
-var errTooLong = errors.New("retryhttp: request body longer than the buffer limit")
+// ErrTooLong is what rest reports for a body longer than the limit.
+var ErrTooLong = errors.New("retryhttp: request body longer than the buffer limit")
 
-// rest returns the whole body for a retry: it waits, within ctx, until the
+// Rest returns the whole body for a retry: it waits, within ctx, until the
 // base is done with the first attempt's body, then reads what the base
 // did not, up to the limit, each Read within ctx. It fails for a body
 // longer than the limit, or one that could not be read.
-func (t *teeBody) rest(ctx context.Context) (chunks, error) {
+func (t *Tee) Rest(ctx context.Context) (Chunks, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
@@ -285,7 +285,7 @@ func (t *teeBody) rest(ctx context.Context) (chunks, error) {
 	switch {
 	case t.over:
 		t.shut()
-		return nil, errTooLong
+		return nil, ErrTooLong
 	case t.srcErr != nil:
 		return nil, t.srcErr
 	}
