@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/rotation"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/rotation"
 )
 
 // threeBackends starts three servers on one port of 127.0.0.1, .2 and .3,

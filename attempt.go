@@ -8,16 +8,17 @@ package retryhttp
 import (
 	"context"
 	"errors"
-	"github.com/retryhttp/retryhttp/internal/admission"
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
-	"github.com/retryhttp/retryhttp/internal/replay"
-	"github.com/retryhttp/retryhttp/internal/rotation"
 	"io"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
+	"github.com/retryhttp/retryhttp/internal/replay"
+	"github.com/retryhttp/retryhttp/internal/rotation"
 )
 
 // call is the state of one logical request: it lives in RoundTrip's

@@ -1,5 +1,5 @@
 // This file holds the Backoff strategies: how long to wait before each retry.
-// The options that choose one are in policy.go; the loop that waits is in
+// The options that choose one are in options.go; the loop that waits is in
 // transport.go.
 
 package retryhttp

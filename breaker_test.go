@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 

@@ -2,12 +2,12 @@ package retryhttp
 
 import (
 	"errors"
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 

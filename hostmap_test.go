@@ -2,11 +2,11 @@ package retryhttp
 
 import (
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 

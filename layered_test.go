@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"bytes"
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/admission"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 

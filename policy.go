@@ -1,626 +1,178 @@
-// This file holds the Option types, the options of the retry loop, and the
-// one unexported config they all resolve into, with the defaults and
-// bounds of the options: those defined here, and the breaker's and
-// hedging's (overload.go, hedge.go). The strategies behind WithBackoff are
-// in backoff.go and the Budget behind WithBudget in overload.go;
-// admission's own constants are in its controllers' files
-// (internal/admission).
+// This file holds policy as data: the Policy type and the schema it is
+// read into, in the shape of the per-dependency template that teams write
+// (dependency, operation, semantic_safety, time_budget, retry, budget,
+// breaker, hedging, fallback, observability, owner). policyload.go reads
+// files of them; policyopts.go turns one into the Options it stands for.
 
 package retryhttp
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"github.com/retryhttp/retryhttp/internal/admission"
-	"github.com/retryhttp/retryhttp/internal/rotation"
-	"log/slog"
-	"math"
-	"net/http"
-	"reflect"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/hashicorp/go-cleanhttp"
-)
-
-// Defaults, as documented on each option.
-const (
-	defaultMaxAttempts     = 4
-	defaultBackoffBase     = 200 * time.Millisecond
-	defaultBackoffMax      = 10 * time.Second
-	defaultMaxRetryAfter   = 30 * time.Second
-	defaultBodyBufferLimit = 1 << 20
-	defaultBudgetRatio     = 0.1
-	defaultBudgetPerSecond = 10
-
-	// The retry breaker's, on by default (BreakerConfig).
-	defaultBreakerThreshold  = 10
-	defaultFailFastProbeBase = 250 * time.Millisecond
-	defaultFailFastProbeMax  = 2 * time.Second
-
-	// Hedging's, off by default (HedgeConfig).
-	defaultHedgePercentile = 0.95
-	defaultHedgeMaxExtra   = 1
-)
-
-// Defaults and bounds that are documented but not exported: the breaker's
-// (BreakerConfig) and hedging's (HedgeConfig).
-const (
-	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
-	// and a breaker that needs more failures in a row than this never opens.
-	maxThreshold = 1_000_000
-	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
-	// to a host that is already slow.
-	maxHedgeExtra = 8
-)
-
-// An Option configures a Transport. New applies its options in order and
-// panics, naming the option, if one of them is invalid. Options are made
-// by the With functions of this package; those that may also apply to one
-// request are RequestOptions.
-type Option interface {
-	apply(*config) error
-	optionName() string
+// A Policy is a retry policy written as data, for one dependency or one
+// operation of it: the template that teams write per dependency, in JSON
+// (ParsePolicy, LoadPolicies) or YAML (the yamlpolicy module). A field
+// left out keeps the option's default; docs/policy.md maps every field to
+// the Option it stands for, which checks its value.
+//
+//	{
+//	  "dependency": "party-service",
+//	  "operation": "getPartySnapshot",
+//	  "semantic_safety": {"idempotent": true, "side_effect": false},
+//	  "time_budget": {"caller_deadline_ms": 800, "connect_timeout_ms": 100, "read_timeout_ms": 250},
+//	  "retry": {"max_attempts_total": 3, "backoff": "exponential_full_jitter",
+//	            "initial_delay_ms": 50, "max_delay_ms": 200,
+//	            "retryable_status": [408, 429, 502, 503, 504]},
+//	  "budget": {"max_retry_ratio": 0.1},
+//	  "fallback": {"type": "partial_response"},
+//	  "observability": {"emit_attempt_metric": true, "tag_dependency": true, "trace_attempts": true},
+//	  "owner": "case-platform-team"
+//	}
+//
+// The schema is not Go's to build: code that sets options in Go uses the
+// options, and code that reads settings at run time reads them as a
+// Policy, whose errors name the field. The zero Policy sets nothing.
+type Policy struct {
+	doc policyDoc
+	ops []policyDoc // the dependency's operations, grouped by NewPolicies
 }
 
-// A RequestOption is an Option that may also be given for one request,
-// through WithRequestOptions: WithMaxAttempts, WithBackoff,
-// WithRetryableStatuses, WithNonRetryableStatuses, WithPerAttemptTimeout,
-// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf and WithIdempotencyKeys.
-type RequestOption struct{ opt }
+// policyDoc is one policy as written. Every field that stands for an
+// option is a pointer (or a list, nil when left out), so that a value
+// written as 0 is the option's 0, and one left out is the default.
+// Operation, InteractionType, Criticality, Fallback and Owner change
+// nothing in how requests are sent: they are the caller's (a fallback is
+// the caller's to serve, when an error matching ErrCircuitOpen comes
+// back, say).
+type policyDoc struct {
+	Dependency string `json:"dependency"`
+	Operation  string `json:"operation"`
+	// Match says which requests of the dependency this operation's policy
+	// applies to, as "METHOD /path/pattern" (path.Match on the URL path):
+	// "GET /parties/*". A policy without Match is the dependency's, for
+	// every request that no operation matches.
+	Match           string `json:"match"`
+	InteractionType string `json:"interaction_type"`
+	Criticality     string `json:"criticality"`
 
-// opt is an option: its name, for messages, and what it sets.
-type opt struct {
-	name string
-	set  func(*config) error
+	SemanticSafety *semanticSafety `json:"semantic_safety"`
+	TimeBudget     *timeBudget     `json:"time_budget"`
+	Retry          *retrySpec      `json:"retry"`
+	Budget         *budgetSpec     `json:"budget"`
+	Breaker        *breakerSpec    `json:"breaker"`
+	Hedging        *hedgeSpec      `json:"hedging"`
+	Overload       *overloadSpec   `json:"overload"`
+	Fallback       *fallback       `json:"fallback"`
+	Observability  *observability  `json:"observability"`
+	Owner          string          `json:"owner"`
 }
 
-func (o opt) apply(c *config) error {
-	if o.set == nil { // the zero RequestOption sets nothing
-		return nil
-	}
-	return o.set(c)
+// semanticSafety says whether the dependency's requests may be repeated.
+type semanticSafety struct {
+	// Idempotent: true declares every request the policy applies to safe
+	// to repeat, whatever its method (WithIdempotentIf). Otherwise, with
+	// SideEffect: true, every request is declared unsafe, whatever its
+	// method (NotIdempotent); with neither, nothing is declared: the
+	// method and an idempotency key decide (in an operation, an explicit
+	// false undoes the dependency's declaration).
+	Idempotent *bool `json:"idempotent"`
+	// SideEffect: false without Idempotent: true is a contradiction (a
+	// request without a side effect is idempotent) and is refused.
+	SideEffect *bool `json:"side_effect"`
+	// IdempotencyKeys is WithIdempotencyKeys' methods: [] keys POST, as
+	// WithIdempotencyKeys() does.
+	IdempotencyKeys []string `json:"idempotency_keys"`
+	// IdempotentRequests declares some requests safe to repeat, as
+	// "METHOD /path/pattern" entries: ["POST /*/_search"].
+	IdempotentRequests []string `json:"idempotent_requests"`
+	// UnprocessedStatus is WithUnprocessedStatuses: the statuses the
+	// host answers only to requests it did not process ([429]).
+	UnprocessedStatus []int `json:"unprocessed_status"`
 }
 
-func (o opt) optionName() string { return o.name }
-
-func option(name string, set func(*config) error) Option { return opt{name, set} }
-
-func requestOption(name string, set func(*config) error) RequestOption {
-	return RequestOption{opt{name, set}}
+// timeBudget bounds the time a call may take, in milliseconds.
+type timeBudget struct {
+	CallerDeadlineMS *int64 `json:"caller_deadline_ms"` // WithMaxElapsed
+	ConnectTimeoutMS *int64 `json:"connect_timeout_ms"` // WithDialTimeout
+	ReadTimeoutMS    *int64 `json:"read_timeout_ms"`    // WithPerAttemptTimeout
 }
 
-// config is what the options resolve into, once, in New.
-type config struct {
-	// onRelease, if set (by the simulator), is told of every held retry
-	// that a recovery releases, and whether it was lent.
-	onRelease         func(host string, lent bool)
-	dependency        string // the policy's dependency, for the logs; "" if none
-	operation         string // the policy's operation (its name, or its match), for the logs
-	base              http.RoundTripper
-	inner             *Transport // base is itself a Transport: call it once per attempt
-	markOwner         bool       // a Transport hides deeper in base: tell it by context
-	plainBase         bool       // base is an *http.Transport: its dial errors mean nothing was sent
-	maxAttempts       int
-	backoff           Backoff
-	statuses          statusSet
-	customStatuses    bool
-	unprocessed       statusSet // WithUnprocessedStatuses
-	perAttemptTimeout time.Duration
-	maxRetryAfter     time.Duration
-	bodyLimit         int64
-	keyMethods        methodSet
-	declaredSafe      func(*http.Request) bool // WithIdempotentIf, Idempotent
-	notIdempotent     bool                     // NotIdempotent: no request is repeated but with a caller's key
-	keyGen            func() string
-	budget            *Budget          // WithBudget
-	breaker           *BreakerConfig   // WithRetryBreaker, as given; nil when disabled
-	hedge             *HedgeConfig     // WithHedging, or nil
-	throttle          float64          // WithThrottle's ratio, or 0
-	rate              *admission.Rate  // WithRateLimit, or nil
-	quota             *admission.Quota // WithQuotaPacing, or nil
-	limit             *admission.Limit // WithConcurrencyLimit, or nil
-	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
-	held              *memPool         // the memory that waiting retries' kept responses may hold
-	metricsSrc        *Metrics
-	metrics           *transportMetrics // metricsSrc's series for this name
-	logger            *slog.Logger
-	logRoute          func(*http.Request) string // WithLogRoute
-	name              string
-	attemptHeader     string // WithAttemptHeader's name
-	attemptValue      string // and its value's template
-	deadlineHeader    string // WithDeadlineHeader
-	rotate            bool   // WithAddressRotation
-	maxElapsed        time.Duration
-	retryIf           func(*http.Response, error) Decision
-	schedule          time.Duration // scheduleLength of backoff and maxAttempts
-	layers            *layers       // retries of the layers above, seen by this Transport
-	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
-
-	// From a Policy: what its observability section requires, the dial
-	// timeout of the base to build, and its operations with their configs.
-	needMetrics, needHook bool
-	dialTimeout           time.Duration
-	operations            []operation
-	opConfigs             []*config
+// retrySpec says how often and how soon requests are retried.
+type retrySpec struct {
+	MaxAttemptsTotal *int `json:"max_attempts_total"` // WithMaxAttempts
+	// Backoff, InitialDelayMS and MaxDelayMS are WithBackoff: the
+	// strategy's name, its base (for constant, its delay) and its cap.
+	Backoff            *string `json:"backoff"`
+	InitialDelayMS     *int64  `json:"initial_delay_ms"`
+	MaxDelayMS         *int64  `json:"max_delay_ms"`
+	RetryableStatus    []int   `json:"retryable_status"`        // WithRetryableStatuses
+	NonRetryableStatus []int   `json:"non_retryable_status"`    // WithNonRetryableStatuses, applied after RetryableStatus
+	MaxRetryAfterMS    *int64  `json:"max_retry_after_ms"`      // WithMaxRetryAfter
+	BodyBufferLimit    *int64  `json:"body_buffer_limit_bytes"` // WithBodyBufferLimit
+	AddressRotation    *bool   `json:"address_rotation"`        // true: WithAddressRotation
 }
 
-func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
-	if base != nil && isNil(base) {
-		return nil, fmt.Errorf("retryhttp: New: the base is a nil %T: pass a nil base for the default one, or a value", base)
-	}
-	c := &config{
-		base:          base,
-		maxAttempts:   defaultMaxAttempts,
-		backoff:       fullJitter{defaultBackoffBase, defaultBackoffMax},
-		statuses:      defaultStatuses,
-		maxRetryAfter: defaultMaxRetryAfter,
-		bodyLimit:     defaultBodyBufferLimit,
-		keyGen:        NewUUIDKey,
-		budget:        NewBudget(defaultBudgetRatio, defaultBudgetPerSecond),
-		breaker:       &BreakerConfig{},
-	}
-	var errs []error
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.apply(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	switch {
-	case c.needMetrics && c.metricsSrc == nil:
-		errs = append(errs, optErr("observability.emit_attempt_metric", "true, but there is no Metrics to record into: add WithMetrics to the options"))
-	case c.needHook && c.attemptHook == nil:
-		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook(otelretry.Config{}), say) to the options"))
-	case c.dialTimeout > 0 && c.base != nil:
-		errs = append(errs, optErr("WithDialTimeout (a policy's time_budget.connect_timeout_ms)", "sets the dial timeout of the base that New builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer"))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	switch {
-	case c.base == nil && c.dialTimeout > 0:
-		c.base = dialingBase(c.dialTimeout)
-	case c.base == nil:
-		c.base = cleanhttp.DefaultPooledTransport()
-	}
-	if c.rotate {
-		if err := c.rotationBase(); err != nil {
-			return nil, err
-		}
-	}
-	c.inner, c.markOwner = findInner(c.base)
-	switch c.base.(type) {
-	case *http.Transport, *rotation.Transport: // its dial errors mean nothing was sent
-		c.plainBase = true
-	}
-	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
-	c.layers = new(layers)
-	c.held = newMemPool(defaultHeldBodyMemory)
-	if c.metricsSrc != nil {
-		c.metrics = c.metricsSrc.forTransport(c.name)
-	}
-	if s := c.settings(); s.On() {
-		c.gate = admission.New(s)
-	}
-	c.operationConfigs()
-	return c, nil
+// budgetSpec is WithBudget(NewBudget(MaxRetryRatio, MinRetriesPerSecond)),
+// a field left out taking NewBudget's default; or WithoutBudget if
+// Disabled.
+type budgetSpec struct {
+	MaxRetryRatio       *float64 `json:"max_retry_ratio"`
+	MinRetriesPerSecond *float64 `json:"min_retries_per_second"`
+	Disabled            bool     `json:"disabled"`
 }
 
-// defaultConfig serves every zero Transport: one pooled base transport and
-// one Budget for them all, like http.DefaultTransport.
-var defaultConfig = sync.OnceValue(func() *config {
-	c, err := newConfig(nil, nil)
-	if err != nil {
-		panic(err)
-	}
-	return c
-})
-
-// scheduleLength is how long the backoff schedule of a request lasts at
-// most: the sum of the backoff's upper bounds for every retry (for a
-// Backoff of the user's, one draw of its delays). A retry held by the
-// breaker is held no later than this after its request's first failure.
-func scheduleLength(b Backoff, maxAttempts int) time.Duration {
-	var sum, prev time.Duration
-	for m := 1; m < maxAttempts && m <= 64; m++ {
-		d := max(upperDelay(b, m, prev), 0)
-		if sum > math.MaxInt64-d {
-			return math.MaxInt64 // saturates: a hold's limit never wraps around
-		}
-		sum, prev = sum+d, d
-	}
-	return sum
+// breakerSpec is WithRetryBreaker(BreakerConfig{...}), or
+// WithoutRetryBreaker if Disabled.
+type breakerSpec struct {
+	Disabled  bool   `json:"disabled"`
+	FailFast  bool   `json:"fail_fast"`
+	Threshold int    `json:"threshold"`
+	MaxHoldMS *int64 `json:"max_hold_ms"`
 }
 
-func optErr(option string, format string, args ...any) error {
-	return fmt.Errorf("retryhttp: %s: %s", option, fmt.Sprintf(format, args...))
+// hedgeSpec is WithHedging(HedgeConfig{...}): a zero field takes its
+// default.
+type hedgeSpec struct {
+	DelayMS    int64   `json:"delay_ms"`
+	Percentile float64 `json:"percentile"`
+	MaxExtra   int     `json:"max_extra"`
 }
 
-// WithMaxAttempts sets how many attempts a request may take in all, the
-// first included. The default is 4; 1 means never retry. n < 1 is invalid.
-func WithMaxAttempts(n int) RequestOption {
-	return requestOption("WithMaxAttempts", func(c *config) error {
-		if n < 1 {
-			return optErr(fmt.Sprintf("WithMaxAttempts(%d)", n), "attempts must be at least 1")
-		}
-		c.maxAttempts = n
-		return nil
-	})
+// overloadSpec turns on the pacers: WithThrottle(ThrottleRatio),
+// WithConcurrencyLimit(ConcurrencyMin, ConcurrencyMax) (a min left out is
+// the max: a fixed limit), WithQuotaPacing(QuotaMaxWaitMS, QuotaSpread)
+// and WithRateLimit(RatePerSecond, RateBurst) (a burst left out is 1).
+type overloadSpec struct {
+	ThrottleRatio  *float64 `json:"throttle_ratio"`
+	ConcurrencyMin *int     `json:"concurrency_min"`
+	ConcurrencyMax *int     `json:"concurrency_max"`
+	QuotaMaxWaitMS *int64   `json:"quota_max_wait_ms"`
+	QuotaSpread    *bool    `json:"quota_spread"`
+	RatePerSecond  *float64 `json:"rate_per_second"`
+	RateBurst      *int     `json:"rate_burst"`
 }
 
-// WithBackoff sets how long to wait before each retry. The default is
-// FullJitter(200*time.Millisecond, 10*time.Second). A Retry-After header
-// can stretch a wait, and a context deadline cuts retries short.
-func WithBackoff(b Backoff) RequestOption {
-	return requestOption("WithBackoff", func(c *config) error {
-		if isNil(b) {
-			return optErr(fmt.Sprintf("WithBackoff(%T(nil))", b), "a Backoff is required")
-		}
-		c.backoff = b
-		return nil
-	})
+// fallback is what the caller serves when the dependency cannot answer:
+// kept for the caller, unused by the Transport.
+type fallback struct {
+	Type        string `json:"type"`
+	UserMessage string `json:"user_message"`
 }
 
-// WithRetryableStatuses replaces the set of status codes that are retried.
-// The default is 408, 429 and every 5xx except 501, 505, 506, 508, 510
-// and 511; 409 only for a request with an idempotency key. With this
-// option exactly the listed codes are retried (409 included, if listed);
-// with no codes, no status is retried, only transport errors. Only error
-// statuses (400..999) are valid.
-func WithRetryableStatuses(codes ...int) RequestOption {
-	return requestOption("WithRetryableStatuses", func(c *config) error {
-		var s statusSet
-		for _, code := range codes {
-			if code < 400 || code > 999 {
-				return optErr("WithRetryableStatuses", "status code %d is not an error status (400..999): it would be retried when it succeeds", code)
-			}
-			s.add(code)
-		}
-		c.statuses, c.customStatuses = s, true
-		return nil
-	})
-}
-
-// WithUnprocessedStatuses declares that the host answers these statuses
-// (typically 429) only to requests it did not process: such an answer is
-// retried whatever the request's method or declaration, its Retry-After
-// honoured, and a POST is sent again with the same body; every other rule
-// stands (a POST's 500 is not retried). Only error statuses (400..999)
-// are valid; the default is none. docs/retries.md has an example.
-func WithUnprocessedStatuses(codes ...int) RequestOption {
-	return requestOption("WithUnprocessedStatuses", func(c *config) error {
-		var s statusSet
-		for _, code := range codes {
-			if code < 400 || code > 999 {
-				return optErr("WithUnprocessedStatuses", "status code %d is not an error status (400..999)", code)
-			}
-			s.add(code)
-		}
-		c.unprocessed = s
-		return nil
-	})
-}
-
-// WithNonRetryableStatuses removes codes from the statuses retried (the
-// defaults, or those of an earlier WithRetryableStatuses), keeping the
-// keyed-409 rule unless 409 is one of them: WithNonRetryableStatuses(500)
-// retries every default status but 500. It is a policy's
-// retry.non_retryable_status. Codes outside 100..999 are invalid. It may
-// be given for one request (WithRequestOptions).
-func WithNonRetryableStatuses(codes ...int) RequestOption {
-	return requestOption("WithNonRetryableStatuses", func(c *config) error {
-		var s statusSet
-		for _, code := range codes {
-			if code < 100 || code > 999 {
-				return optErr("WithNonRetryableStatuses", "status code %d is outside 100..999", code)
-			}
-		}
-		for code := 100; code < 1000; code++ {
-			if c.statuses.has(code) && !slices.Contains(codes, code) {
-				s.add(code)
-			}
-		}
-		c.statuses = s
-		if slices.Contains(codes, statusConflict) {
-			c.customStatuses = true
-		}
-		return nil
-	})
-}
-
-// WithPerAttemptTimeout bounds each attempt's wait for response headers. An
-// attempt that times out is retried like a transport error. The timeout
-// stops once the headers arrive: the body of the response that is returned
-// is read under the caller's context alone and is never cut off by it. The
-// default, 0, sets no per-attempt timeout. d < 0 is invalid.
-func WithPerAttemptTimeout(d time.Duration) RequestOption {
-	return requestOption("WithPerAttemptTimeout", func(c *config) error {
-		if d < 0 {
-			return optErr(fmt.Sprintf("WithPerAttemptTimeout(%v)", d), "timeout is negative")
-		}
-		c.perAttemptTimeout = d
-		return nil
-	})
-}
-
-// WithMaxElapsed bounds a request's total time: no wait starts that would
-// end more than d after its first attempt began. The last response (or
-// error) is then returned at once, with give-up reason "max_elapsed", as
-// for a context deadline; unlike http.Client.Timeout, it never cuts the
-// body of the response that is returned. The default, 0, sets no limit;
-// d < 0 is invalid. It may be given for one request (WithRequestOptions).
-func WithMaxElapsed(d time.Duration) RequestOption {
-	return requestOption("WithMaxElapsed", func(c *config) error {
-		if d < 0 {
-			return optErr(fmt.Sprintf("WithMaxElapsed(%v)", d), "duration is negative")
-		}
-		c.maxElapsed = d
-		return nil
-	})
-}
-
-// WithMaxRetryAfter sets the longest Retry-After that is honoured. A
-// retryable response asking for a longer wait is returned at once, without
-// waiting. The default is 30s. d < 0 is invalid.
-func WithMaxRetryAfter(d time.Duration) RequestOption {
-	return requestOption("WithMaxRetryAfter", func(c *config) error {
-		if d < 0 {
-			return optErr(fmt.Sprintf("WithMaxRetryAfter(%v)", d), "duration is negative")
-		}
-		c.maxRetryAfter = d
-		return nil
-	})
-}
-
-// WithBodyBufferLimit sets how many bytes of a request body that has no
-// GetBody are buffered so that it can be sent again. A longer body is sent
-// once, whole and unchanged, and that request is not retried. A body with
-// GetBody is never buffered. The default is 1 MiB; 0 buffers nothing, so
-// that only requests without a body or with GetBody are retried. n < 0 is
-// invalid.
-func WithBodyBufferLimit(n int64) Option {
-	return option("WithBodyBufferLimit", func(c *config) error {
-		if n < 0 {
-			return optErr(fmt.Sprintf("WithBodyBufferLimit(%d)", n), "limit is negative")
-		}
-		c.bodyLimit = n
-		return nil
-	})
-}
-
-// WithIdempotencyKeys adds an Idempotency-Key (from NewUUIDKey, or
-// WithKeyGenerator) to requests with one of the given methods (POST if
-// none; any case) that carry no key: one key per call of RoundTrip, sent
-// on every attempt, so that the request is retried. Use it only for a
-// server that deduplicates keys (docs/retries.md); declare requests that
-// are safe to repeat anyway with Idempotent or WithIdempotentIf. A method
-// that is not a token is invalid. The default adds no keys.
-func WithIdempotencyKeys(methods ...string) RequestOption {
-	return requestOption("WithIdempotencyKeys", func(c *config) error {
-		given := methods // not assigned to: the option may be applied from several goroutines
-		if len(given) == 0 {
-			given = []string{http.MethodPost}
-		}
-		var ms methodSet
-		for _, m := range given {
-			if !validHeaderName(m) { // a method is a token
-				return optErr(fmt.Sprintf("WithIdempotencyKeys(%q)", m), "not a method name")
-			}
-			ms = append(ms, strings.ToUpper(m)) // "post" is meant as POST
-		}
-		c.keyMethods = ms
-		return nil
-	})
-}
-
-// WithDialTimeout sets the dial timeout of the base transport that New
-// builds when it is given a nil base (cleanhttp's pooled transport, whose
-// own is 30s). With a base of the caller's, New refuses it: set the
-// timeout on that base's Dialer instead. d < 0 is invalid.
-func WithDialTimeout(d time.Duration) Option {
-	return option("WithDialTimeout", func(c *config) error {
-		if d < 0 {
-			return optErr(fmt.Sprintf("WithDialTimeout(%v)", d), "timeout is negative")
-		}
-		c.dialTimeout = d
-		return nil
-	})
-}
-
-// WithKeyGenerator sets the function that makes idempotency keys for
-// WithIdempotencyKeys: for the IETF draft's quoted form,
-// func() string { return strconv.Quote(retryhttp.NewUUIDKey()) }. The
-// default is NewUUIDKey. It must be safe for concurrent use.
-func WithKeyGenerator(gen func() string) Option {
-	return option("WithKeyGenerator", func(c *config) error {
-		if gen == nil {
-			return optErr("WithKeyGenerator(nil)", "a generator is required")
-		}
-		c.keyGen = gen
-		return nil
-	})
-}
-
-// WithBudget sets the retry Budget. The default is a Budget of its own for
-// each Transport, NewBudget(0.1, 10); pass one Budget to several
-// Transports to make them share it. A nil b is invalid: WithoutBudget
-// turns the budget off.
-func WithBudget(b *Budget) Option {
-	return option("WithBudget", func(c *config) error {
-		if b == nil {
-			return optErr("WithBudget(nil)", "a Budget is required (WithoutBudget turns the budget off)")
-		}
-		c.budget = b
-		return nil
-	})
-}
-
-// WithoutBudget turns the retry budget off: retries are limited by the
-// attempts, the deadline and the breaker alone. A feature that is on by
-// default (the budget, the retry breaker) is turned off by its Without
-// option, or by "disabled": true in a policy.
-func WithoutBudget() Option {
-	return option("WithoutBudget", func(c *config) error {
-		c.budget = nil
-		return nil
-	})
-}
-
-// WithLogger makes the Transport log each retry sent (Info), each
-// give-up (Warn), each breaker change and each retrying layer above it,
-// with the Transport's name, method, host, attempt, delay, outcome and
-// reason (docs/observability.md). Header values, URL paths and queries,
-// which may carry secrets, are never logged; WithLogRoute adds what you
-// choose. The default logs nothing.
-func WithLogger(l *slog.Logger) Option {
-	return option("WithLogger", func(c *config) error {
-		c.logger = l
-		return nil
-	})
-}
-
-// WithLogRoute adds a "route" attribute to the log records of a request:
-// what route returns for it, such as the route template that served it
-// ("/users/{id}"), or its path if the paths of this dependency carry no
-// secrets. It is called only when a record is written. The default logs
-// no route.
-func WithLogRoute(route func(*http.Request) string) Option {
-	return option("WithLogRoute", func(c *config) error {
-		if route == nil {
-			return optErr("WithLogRoute(nil)", "a function is required")
-		}
-		c.logRoute = route
-		return nil
-	})
-}
-
-// displayName is the Transport's name in logs and metrics.
-func (c *config) displayName() string {
-	if c.name == "" {
-		return defaultName
-	}
-	return c.name
-}
-
-// WithName names the Transport in metrics (the "name" label), so that
-// several Transports sharing one Metrics can be told apart. The default is
-// "default".
-func WithName(name string) Option {
-	return option("WithName", func(c *config) error {
-		c.name = name
-		return nil
-	})
-}
-
-// WithAttemptHeader makes every attempt carry the request header name
-// with value, in which {attempt} is the attempt's number (1 for the
-// first), {retry} the retries before it (0 for the first) and {max} the
-// attempts allowed: Envoy's convention is ("X-Envoy-Attempt-Count",
-// "{attempt}"), Stainless' ("X-Stainless-Retry-Count", "{retry}"), AWS's
-// ("Amz-Sdk-Request", "attempt={attempt}; max={max}"). Each attempt then
-// copies the header map. An invalid name, or a value with another
-// placeholder or a control character, is invalid. The default adds none.
-func WithAttemptHeader(name, value string) Option {
-	return option("WithAttemptHeader", func(c *config) error {
-		what := fmt.Sprintf("WithAttemptHeader(%q, %q)", name, value)
-		if !validHeaderName(name) {
-			return optErr(what, "not a valid header name")
-		}
-		if err := checkAttemptValue(value); err != nil {
-			return optErr(what, "%v", err)
-		}
-		c.attemptHeader, c.attemptValue = http.CanonicalHeaderKey(name), value
-		return nil
-	})
-}
-
-// attemptPlaceholders are what an attempt header's value may say.
-var attemptPlaceholders = []string{"{attempt}", "{retry}", "{max}"}
-
-// checkAttemptValue reports what is wrong with an attempt header's value.
-func checkAttemptValue(v string) error {
-	rest := v
-	for _, p := range attemptPlaceholders {
-		rest = strings.ReplaceAll(rest, p, "")
-	}
-	switch {
-	case strings.ContainsAny(rest, "{}"):
-		return errors.New("a placeholder other than {attempt}, {retry} and {max}")
-	case !validHeaderValue(rest):
-		return errors.New("not a valid header value")
-	case v == rest:
-		return errors.New("no placeholder: the value would not change from one attempt to the next")
-	}
-	return nil
-}
-
-// attemptValue is the attempt header's value for attempt n of max.
-func (c *config) attemptValueFor(n, max int) string {
-	if c.attemptValue == "{attempt}" { // the common case, without a replacer
-		return strconv.Itoa(n)
-	}
-	return strings.NewReplacer("{attempt}", strconv.Itoa(n), "{retry}", strconv.Itoa(n-1),
-		"{max}", strconv.Itoa(max)).Replace(c.attemptValue)
-}
-
-// validHeaderValue reports whether v may be a header field's value: no
-// control character but tab.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// WithDeadlineHeader makes every attempt carry the request header name
-// with the whole milliseconds left of the smaller of the context's
-// deadline and WithPerAttemptTimeout, computed afresh for each attempt, as
-// Envoy's x-envoy-expected-rq-timeout-ms does, so that the server can give
-// up on work the caller will not wait for. An attempt with neither bound
-// carries none. An invalid name is invalid. The default adds none.
-func WithDeadlineHeader(name string) Option {
-	return option("WithDeadlineHeader", func(c *config) error {
-		if !validHeaderName(name) {
-			return optErr(fmt.Sprintf("WithDeadlineHeader(%q)", name), "not a valid header name")
-		}
-		c.deadlineHeader = http.CanonicalHeaderKey(name)
-		return nil
-	})
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// isNil reports whether v is nil or holds a nil pointer, func, map, slice
-// or channel (a typed nil, which "v == nil" does not see): the one check
-// of the values that New and the options require.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
+// observability switches the Transport's reports on or off. A field left
+// out leaves them as the other options say.
+type observability struct {
+	// EmitAttemptMetric: true requires a Metrics (WithMetrics) among the
+	// options and is refused without one; false records nothing.
+	EmitAttemptMetric *bool `json:"emit_attempt_metric"`
+	// TagDependency: true names the Transport after Dependency (WithName)
+	// in metrics, logs and spans; false leaves the name as the options say.
+	TagDependency *bool `json:"tag_dependency"`
+	// TraceAttempts: true requires an attempt hook (WithAttemptHook, as
+	// otelretry gives) among the options and is refused without one;
+	// false calls none.
+	TraceAttempts *bool `json:"trace_attempts"`
+	// AttemptHeader and AttemptHeaderValue are WithAttemptHeader's name
+	// and value ("{attempt}" if left out).
+	AttemptHeader      *string `json:"attempt_header"`
+	AttemptHeaderValue *string `json:"attempt_header_value"`
+	// DeadlineHeader is WithDeadlineHeader.
+	DeadlineHeader *string `json:"deadline_header"`
 }

@@ -1,4 +1,4 @@
-// This file reads policies (policydata.go) from JSON: one document, a
+// This file reads policies (policy.go) from JSON: one document, a
 // list of them, or an object of them keyed by dependency; it groups the
 // operations of each dependency and makes one Transport per dependency.
 
@@ -10,11 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"io"
 	"net/http"
 	"reflect"
 	"sort"
+
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 )
 
 // fieldErr is an error about one field of a Policy.

@@ -1,4 +1,4 @@
-// This file turns a Policy (policydata.go) into the Options it stands for:
+// This file turns a Policy (policy.go) into the Options it stands for:
 // the table from field to option, the one check of every value (the
 // option's own, reported under the field's name), and the operations that
 // the Transport picks by the request's method and path.
@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"math"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 
 	"github.com/hashicorp/go-cleanhttp"
 )

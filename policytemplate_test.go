@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 

@@ -22,8 +22,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/retryhttp/retryhttp/retrytest"
 	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 // tlsServer starts an HTTP/2 TLS server that logs nothing.

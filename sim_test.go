@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"io"
 	"log/slog"
 	"math"
@@ -21,6 +20,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
 )
 
 // The simulator checks admission (internal/admission) as a whole: it draws seeded

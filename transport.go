@@ -4,8 +4,8 @@
 // elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
 // ladder), internal/admission (the per-host controllers: budget, breaker
 // and pacers, over the host's health; their options in overload.go),
-// report.go (metrics and logs), hook.go (the attempt hook), errors.go
-// (reasons and errors), policy.go (options).
+// report.go (metrics, logs and the attempt hook), errors.go
+// (reasons and errors), options.go and config.go (options).
 
 package retryhttp
 
@@ -13,11 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/admission"
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 )
 
 // Transport is an [http.RoundTripper] that retries failed requests on its

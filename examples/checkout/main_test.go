@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
-	"go.uber.org/goleak"
 	"net/http"
+
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retrytest"
 )

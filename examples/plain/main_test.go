@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryhttp/retryhttp/retrytest"
 	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,10 +1,11 @@
 package admission
 
 import (
-	"github.com/retryhttp/retryhttp/internal/codesize"
 	"os"
 	"regexp"
 	"testing"
+
+	"github.com/retryhttp/retryhttp/internal/codesize"
 )
 
 // controllerFiles hold admission's controllers, and the health they

@@ -8,12 +8,13 @@
 package admission
 
 import (
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 )
 
 const (

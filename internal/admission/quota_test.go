@@ -3,13 +3,14 @@ package admission
 import (
 	"container/heap"
 	"fmt"
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 )
 
 // quotaSim drives clients' quota pacing in virtual time against a server

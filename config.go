@@ -1,0 +1,237 @@
+// This file holds the one unexported config that the options resolve
+// into, once, in New, with the defaults and bounds of the options: those
+// of options.go, and the breaker's and hedging's (overload.go, hedge.go).
+// The strategies behind WithBackoff are in backoff.go and the Budget
+// behind WithBudget in overload.go; admission's own constants are in its
+// controllers' files (internal/admission).
+
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/rotation"
+
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Defaults, as documented on each option.
+const (
+	defaultMaxAttempts     = 4
+	defaultBackoffBase     = 200 * time.Millisecond
+	defaultBackoffMax      = 10 * time.Second
+	defaultMaxRetryAfter   = 30 * time.Second
+	defaultBodyBufferLimit = 1 << 20
+	defaultBudgetRatio     = 0.1
+	defaultBudgetPerSecond = 10
+
+	// The retry breaker's, on by default (BreakerConfig).
+	defaultBreakerThreshold  = 10
+	defaultFailFastProbeBase = 250 * time.Millisecond
+	defaultFailFastProbeMax  = 2 * time.Second
+
+	// Hedging's, off by default (HedgeConfig).
+	defaultHedgePercentile = 0.95
+	defaultHedgeMaxExtra   = 1
+)
+
+// Defaults and bounds that are documented but not exported: the breaker's
+// (BreakerConfig) and hedging's (HedgeConfig).
+const (
+	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
+	// and a breaker that needs more failures in a row than this never opens.
+	maxThreshold = 1_000_000
+	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
+	// to a host that is already slow.
+	maxHedgeExtra = 8
+)
+
+// config is what the options resolve into, once, in New.
+type config struct {
+	// onRelease, if set (by the simulator), is told of every held retry
+	// that a recovery releases, and whether it was lent.
+	onRelease         func(host string, lent bool)
+	dependency        string // the policy's dependency, for the logs; "" if none
+	operation         string // the policy's operation (its name, or its match), for the logs
+	base              http.RoundTripper
+	inner             *Transport // base is itself a Transport: call it once per attempt
+	markOwner         bool       // a Transport hides deeper in base: tell it by context
+	plainBase         bool       // base is an *http.Transport: its dial errors mean nothing was sent
+	maxAttempts       int
+	backoff           Backoff
+	statuses          statusSet
+	customStatuses    bool
+	unprocessed       statusSet // WithUnprocessedStatuses
+	perAttemptTimeout time.Duration
+	maxRetryAfter     time.Duration
+	bodyLimit         int64
+	keyMethods        methodSet
+	declaredSafe      func(*http.Request) bool // WithIdempotentIf, Idempotent
+	notIdempotent     bool                     // NotIdempotent: no request is repeated but with a caller's key
+	keyGen            func() string
+	budget            *Budget          // WithBudget
+	breaker           *BreakerConfig   // WithRetryBreaker, as given; nil when disabled
+	hedge             *HedgeConfig     // WithHedging, or nil
+	throttle          float64          // WithThrottle's ratio, or 0
+	rate              *admission.Rate  // WithRateLimit, or nil
+	quota             *admission.Quota // WithQuotaPacing, or nil
+	limit             *admission.Limit // WithConcurrencyLimit, or nil
+	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
+	held              *memPool         // the memory that waiting retries' kept responses may hold
+	metricsSrc        *Metrics
+	metrics           *transportMetrics // metricsSrc's series for this name
+	logger            *slog.Logger
+	logRoute          func(*http.Request) string // WithLogRoute
+	name              string
+	attemptHeader     string // WithAttemptHeader's name
+	attemptValue      string // and its value's template
+	deadlineHeader    string // WithDeadlineHeader
+	rotate            bool   // WithAddressRotation
+	maxElapsed        time.Duration
+	retryIf           func(*http.Response, error) Decision
+	schedule          time.Duration // scheduleLength of backoff and maxAttempts
+	layers            *layers       // retries of the layers above, seen by this Transport
+	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
+
+	// From a Policy: what its observability section requires, the dial
+	// timeout of the base to build, and its operations with their configs.
+	needMetrics, needHook bool
+	dialTimeout           time.Duration
+	operations            []operation
+	opConfigs             []*config
+}
+
+func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
+	if base != nil && isNil(base) {
+		return nil, fmt.Errorf("retryhttp: New: the base is a nil %T: pass a nil base for the default one, or a value", base)
+	}
+	c := &config{
+		base:          base,
+		maxAttempts:   defaultMaxAttempts,
+		backoff:       fullJitter{defaultBackoffBase, defaultBackoffMax},
+		statuses:      defaultStatuses,
+		maxRetryAfter: defaultMaxRetryAfter,
+		bodyLimit:     defaultBodyBufferLimit,
+		keyGen:        NewUUIDKey,
+		budget:        NewBudget(defaultBudgetRatio, defaultBudgetPerSecond),
+		breaker:       &BreakerConfig{},
+	}
+	var errs []error
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case c.needMetrics && c.metricsSrc == nil:
+		errs = append(errs, optErr("observability.emit_attempt_metric", "true, but there is no Metrics to record into: add WithMetrics to the options"))
+	case c.needHook && c.attemptHook == nil:
+		errs = append(errs, optErr("observability.trace_attempts", "true, but there is no attempt hook to call: add WithAttemptHook (otelretry.Hook(otelretry.Config{}), say) to the options"))
+	case c.dialTimeout > 0 && c.base != nil:
+		errs = append(errs, optErr("WithDialTimeout (a policy's time_budget.connect_timeout_ms)", "sets the dial timeout of the base that New builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	switch {
+	case c.base == nil && c.dialTimeout > 0:
+		c.base = dialingBase(c.dialTimeout)
+	case c.base == nil:
+		c.base = cleanhttp.DefaultPooledTransport()
+	}
+	if c.rotate {
+		if err := c.rotationBase(); err != nil {
+			return nil, err
+		}
+	}
+	c.inner, c.markOwner = findInner(c.base)
+	switch c.base.(type) {
+	case *http.Transport, *rotation.Transport: // its dial errors mean nothing was sent
+		c.plainBase = true
+	}
+	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
+	c.layers = new(layers)
+	c.held = newMemPool(defaultHeldBodyMemory)
+	if c.metricsSrc != nil {
+		c.metrics = c.metricsSrc.forTransport(c.name)
+	}
+	if s := c.settings(); s.On() {
+		c.gate = admission.New(s)
+	}
+	c.operationConfigs()
+	return c, nil
+}
+
+// defaultConfig serves every zero Transport: one pooled base transport and
+// one Budget for them all, like http.DefaultTransport.
+var defaultConfig = sync.OnceValue(func() *config {
+	c, err := newConfig(nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return c
+})
+
+// scheduleLength is how long the backoff schedule of a request lasts at
+// most: the sum of the backoff's upper bounds for every retry (for a
+// Backoff of the user's, one draw of its delays). A retry held by the
+// breaker is held no later than this after its request's first failure.
+func scheduleLength(b Backoff, maxAttempts int) time.Duration {
+	var sum, prev time.Duration
+	for m := 1; m < maxAttempts && m <= 64; m++ {
+		d := max(upperDelay(b, m, prev), 0)
+		if sum > math.MaxInt64-d {
+			return math.MaxInt64 // saturates: a hold's limit never wraps around
+		}
+		sum, prev = sum+d, d
+	}
+	return sum
+}
+
+// displayName is the Transport's name in logs and metrics.
+func (c *config) displayName() string {
+	if c.name == "" {
+		return defaultName
+	}
+	return c.name
+}
+
+// attemptValue is the attempt header's value for attempt n of max.
+func (c *config) attemptValueFor(n, max int) string {
+	if c.attemptValue == "{attempt}" { // the common case, without a replacer
+		return strconv.Itoa(n)
+	}
+	return strings.NewReplacer("{attempt}", strconv.Itoa(n), "{retry}", strconv.Itoa(n-1),
+		"{max}", strconv.Itoa(max)).Replace(c.attemptValue)
+}
+
+// rotationBase makes c's base rotate addresses, or says why it cannot.
+func (c *config) rotationBase() error {
+	switch b := c.base.(type) {
+	case *http.Transport:
+		// A DialContext of the base's is kept (each address's copy calls
+		// it with its address); its Dial is not used once DialContext is
+		// set; its DialTLS would dial https past the address chosen.
+		//lint:ignore SA1019 a base that still sets the deprecated DialTLS must be refused, not ignored
+		if b.DialTLSContext != nil || b.DialTLS != nil {
+			return fmt.Errorf("retryhttp: WithAddressRotation: the base dials https through its own DialTLS, where no address can be chosen: set its DialContext instead")
+		}
+		c.base = rotation.New(b)
+		return nil
+	default:
+		return fmt.Errorf("retryhttp: WithAddressRotation: the base is a %T, not an *http.Transport: pass a nil base or an *http.Transport", c.base)
+	}
+}
