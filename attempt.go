@@ -97,7 +97,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 	k.replayable = k.keyed || declared || idem
 	k.detectLayered()
-	if c.layers.failed.again(req, method) {
+	if c.layers.failed.Again(req, method, admission.UnixSecond) {
 		k.layered(layerRepeat)
 	}
 	if !k.t.Owned {

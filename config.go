@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -234,4 +235,12 @@ func (c *config) rotationBase() error {
 	default:
 		return fmt.Errorf("retryhttp: WithAddressRotation: the base is a %T, not an *http.Transport: pass a nil base or an *http.Transport", c.base)
 	}
+}
+
+// dialingBase is the base a Transport builds when a policy sets its dial
+// timeout: cleanhttp's pooled transport with that timeout.
+func dialingBase(timeout time.Duration) *http.Transport {
+	t := cleanhttp.DefaultPooledTransport()
+	t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	return t
 }

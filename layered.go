@@ -16,10 +16,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/recent"
 	"github.com/retryhttp/retryhttp/internal/rotation"
 )
 
@@ -139,72 +139,8 @@ var layerAdvice = [numLayers]string{
 // layers is one Transport's view of the layers above it.
 type layers struct {
 	warned [numLayers]atomic.Bool
-	keys   recentKeys
-	failed recentFailures
-}
-
-// recentFailures remembers the requests that ended, lately, on a failure
-// worth retrying, so that one that comes again is seen as a retry of a
-// layer above that says nothing of it (go-resty, go-retryablehttp). It is
-// two generations of at most maxRecentKeys each, kept repeatFor seconds,
-// like recentKeys. It only counts and warns: whether the request that
-// comes again is the same operation cannot be known (a reused
-// *http.Request may carry another body of the same length), so nothing
-// of the first, its idempotency key included, is given to the second.
-type recentFailures struct {
-	newest    atomic.Int64 // the second of the latest failure: a request later than repeatFor after it takes no lock
-	mu        sync.RWMutex
-	cur, prev map[failedKey]int64 // the second each failed in
-	since     int64
-}
-
-// failedKey is what makes two requests alike: not their bodies, which are
-// not read to find out.
-type failedKey struct {
-	method, host, path, query string
-	length                    int64
-}
-
-// repeatFor is how long after a failure the same request counts as a
-// retry of a layer above: longer than any layer's usual wait.
-const repeatFor = 30
-
-// record remembers that req ended on a failure worth retrying, at second
-// sec.
-func (r *recentFailures) record(req *http.Request, method string, sec int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur == nil || sec-r.since >= repeatFor || len(r.cur) >= maxRecentKeys {
-		r.prev = r.cur
-		if sec-r.since >= 2*repeatFor {
-			r.prev = nil
-		}
-		r.cur, r.since = make(map[failedKey]int64), sec
-	}
-	r.cur[failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}] = sec
-	r.newest.Store(sec)
-}
-
-// again reports whether a request like req failed within the last
-// repeatFor seconds. Without a failure that recent, it costs one atomic
-// load (and no clock read but the one the budget keeps).
-func (r *recentFailures) again(req *http.Request, method string) bool {
-	newest := r.newest.Load()
-	if newest == 0 {
-		return false
-	}
-	sec := admission.UnixSecond()
-	if sec-newest > repeatFor {
-		return false
-	}
-	k := failedKey{method, req.URL.Host, req.URL.Path, req.URL.RawQuery, req.ContentLength}
-	r.mu.RLock()
-	at, ok := r.cur[k]
-	if !ok {
-		at, ok = r.prev[k]
-	}
-	r.mu.RUnlock()
-	return ok && sec-at <= repeatFor
+	keys   recent.Keys
+	failed recent.Failures
 }
 
 // detectLayered looks at a request for the marks of a retry made above.
@@ -254,11 +190,11 @@ func (k *call) detectSeenAgain(h http.Header) {
 		if key == "" {
 			key = h.Get(headerXIdempotencyKey)
 		}
-		if key != "" && k.c.layers.keys.seen(host+" "+key, admission.UnixSecond()) {
+		if key != "" && k.c.layers.keys.Seen(host+" "+key, admission.UnixSecond()) {
 			k.layered(layerKey)
 		}
 	}
-	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.seen(host+" azure "+v[0], admission.UnixSecond()) {
+	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.Seen(host+" azure "+v[0], admission.UnixSecond()) {
 		k.layered(layerAzure)
 	}
 }
@@ -292,7 +228,7 @@ func (k *call) failedAgain() {
 	if method == "" {
 		method = http.MethodGet
 	}
-	k.c.layers.failed.record(k.req, method, admission.UnixSecond())
+	k.c.layers.failed.Record(k.req, method, admission.UnixSecond())
 }
 
 // ownerFor is how long after a layer above last retried a request to a
@@ -328,38 +264,4 @@ func (k *call) layered(source int) {
 			slog.String("host", k.req.URL.Host),
 			slog.String("advice", advice))
 	}
-}
-
-// recentKeys remembers the idempotency keys seen in the last minute,
-// each with the second it was seen in, in two generations of at most
-// maxRecentKeys each, so that memory is bounded whatever the traffic.
-type recentKeys struct {
-	mu        sync.Mutex
-	cur, prev map[string]int64
-	since     int64 // the second cur was started in
-}
-
-const (
-	maxRecentKeys = 4096
-	recentKeysFor = 60 // seconds a key is remembered; and a generation lasts
-)
-
-// seen records key in second sec and reports whether it was seen in the
-// minute before.
-func (r *recentKeys) seen(key string, sec int64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur == nil || sec-r.since >= recentKeysFor || len(r.cur) >= maxRecentKeys {
-		r.prev = r.cur
-		if sec-r.since >= 2*recentKeysFor {
-			r.prev = nil // both generations are stale
-		}
-		r.cur, r.since = make(map[string]int64), sec
-	}
-	t, ok := r.cur[key]
-	if !ok {
-		t, ok = r.prev[key]
-	}
-	r.cur[key] = sec
-	return ok && sec-t < recentKeysFor
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/admission"
-
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -73,23 +71,6 @@ func TestLayeredNoAllocation(t *testing.T) {
 	}
 }
 
-func TestRecentKeysBounded(t *testing.T) {
-	var r recentKeys
-	for i := range 3 * maxRecentKeys {
-		r.seen(strings.Repeat("k", 1+i%7)+string(rune(i)), 0)
-	}
-	if len(r.cur) > maxRecentKeys || len(r.prev) > maxRecentKeys {
-		t.Errorf("%d and %d keys kept, want at most %d each", len(r.cur), len(r.prev), maxRecentKeys)
-	}
-	var q recentKeys
-	if q.seen("x", 100) || !q.seen("x", 130) {
-		t.Error("a key seen again within the minute was not noticed")
-	}
-	if q.seen("x", 130+2*recentKeysFor) {
-		t.Error("a key was remembered past two generations")
-	}
-}
-
 // A redirect's hop carries the caller's key (http.Client copies it) but is
 // no retry; a key seen again after more than a minute is no retry either.
 func TestLayeredKeyNotOnRedirectsOrLater(t *testing.T) {
@@ -112,10 +93,6 @@ func TestLayeredKeyNotOnRedirectsOrLater(t *testing.T) {
 	resp.Body.Close()
 	if n := sumCounter(t, m, "retryhttp_layered_retries_total"); n != 0 {
 		t.Errorf("a 303 hop counted as %v layered retries, want 0", n)
-	}
-	var r recentKeys
-	if r.seen("k", 1000) || !r.seen("k", 1059) || r.seen("k", 1119) || r.seen("j", 1200) || r.seen("k", 1300) {
-		t.Error("a key is remembered for other than a minute")
 	}
 }
 
@@ -179,23 +156,5 @@ func TestLayeredRepeatWithoutHeader(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"source":"repeat"`) || !strings.Contains(logs.String(), "SetRetryCount(0)") {
 		t.Errorf("no warning naming the fix:\n%s", logs.String())
-	}
-}
-
-// A request that succeeded is no failure to repeat, and once the
-// failures are older than repeatFor a request takes no lock.
-func TestLayeredRepeatForgets(t *testing.T) {
-	var r recentFailures
-	req := newRequest(t, "GET", "http://h/x", nil)
-	if r.again(req, "GET") {
-		t.Error("a repeat with nothing recorded")
-	}
-	r.record(req, "GET", admission.UnixSecond())
-	if !r.again(req, "GET") || r.again(newRequest(t, "GET", "http://h/y", nil), "GET") {
-		t.Error("the same request right after its failure is no repeat, or another one is")
-	}
-	r.newest.Store(admission.UnixSecond() - repeatFor - 1)
-	if r.again(req, "GET") {
-		t.Errorf("a failure older than %d s still counts", repeatFor)
 	}
 }

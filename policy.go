@@ -1,10 +1,18 @@
 // This file holds policy as data: the Policy type and the schema it is
 // read into, in the shape of the per-dependency template that teams write
 // (dependency, operation, semantic_safety, time_budget, retry, budget,
-// breaker, hedging, fallback, observability, owner). policyload.go reads
-// files of them; policyopts.go turns one into the Options it stands for.
+// breaker, hedging, fallback, observability, owner), and its operations:
+// what applies to the Transport as a whole, and which operation's config
+// a request gets, by its method and path. policyload.go reads files of
+// them; policyopts.go turns one into the Options it stands for.
 
 package retryhttp
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
 
 // A Policy is a retry policy written as data, for one dependency or one
 // operation of it: the template that teams write per dependency, in JSON
@@ -175,4 +183,124 @@ type observability struct {
 	AttemptHeaderValue *string `json:"attempt_header_value"`
 	// DeadlineHeader is WithDeadlineHeader.
 	DeadlineHeader *string `json:"deadline_header"`
+}
+
+// transportKey is what d says of the Transport as a whole, as text that
+// two policies of one dependency must share; "" if it says nothing.
+func (d *policyDoc) transportKey() string {
+	var connect, body *int64
+	var rotate *bool
+	if d.TimeBudget != nil {
+		connect = d.TimeBudget.ConnectTimeoutMS
+	}
+	if d.Retry != nil {
+		body, rotate = d.Retry.BodyBufferLimit, d.Retry.AddressRotation
+	}
+	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && d.Overload == nil && body == nil && rotate == nil {
+		return ""
+	}
+	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, d.Overload, body, rotate})
+	return string(b)
+}
+
+// transportPart is what d says of the Transport as a whole, alone.
+func (d *policyDoc) transportPart() policyDoc {
+	q := policyDoc{Dependency: d.Dependency, Budget: d.Budget, Breaker: d.Breaker, Hedging: d.Hedging, Overload: d.Overload, Observability: d.Observability}
+	if d.TimeBudget != nil && d.TimeBudget.ConnectTimeoutMS != nil {
+		q.TimeBudget = &timeBudget{ConnectTimeoutMS: d.TimeBudget.ConnectTimeoutMS}
+	}
+	if d.Retry != nil && (d.Retry.BodyBufferLimit != nil || d.Retry.AddressRotation != nil) {
+		q.Retry = &retrySpec{BodyBufferLimit: d.Retry.BodyBufferLimit, AddressRotation: d.Retry.AddressRotation}
+	}
+	return q
+}
+
+// An operation is the policy of some requests of a dependency: those that
+// its route matches get its options over the Transport's.
+type operation struct {
+	route routes
+	opts  []Option
+}
+
+// operationsOption carries p's operations to the Transport, which builds
+// one config for each in newConfig.
+func (p Policy) operationsOption() (Option, error) {
+	key := p.doc.transportKey()
+	var ops []operation
+	for i := range p.ops {
+		op := &p.ops[i]
+		fail := func(err error) error { return &opError{i, opErr(op, err)} }
+		if k := op.transportKey(); k != "" && k != key {
+			return nil, fail(fieldErr("budget, breaker, hedging, overload, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
+				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
+		}
+		rs, err := parseRoutes([]string{op.Match})
+		if err != nil {
+			return nil, fail(fieldErr("match", "%v", err))
+		}
+		fos, err := op.options(true)
+		if err != nil {
+			return nil, fail(err)
+		}
+		opts, err := checked(fos)
+		if err != nil {
+			return nil, fail(err)
+		}
+		name := op.Operation
+		if name == "" {
+			name = op.Match
+		}
+		opts = append(opts, option("operation", func(c *config) error { c.operation = name; return nil }))
+		ops = append(ops, operation{rs, opts})
+	}
+	return option("operations", func(c *config) error {
+		c.operations = ops
+		return nil
+	}), nil
+}
+
+// opError is an error of a dependency's operation, by its index.
+type opError struct {
+	index int
+	err   error
+}
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// opErr is err in the operation op, named by its name or its match.
+func opErr(op *policyDoc, err error) error {
+	name := op.Operation
+	if name == "" {
+		name = op.Match
+	}
+	return fmt.Errorf("operation %q: %w", name, err)
+}
+
+// operationConfigs builds one config per operation from c, once c is
+// complete: each shares c's base, admission, metrics and logger.
+func (c *config) operationConfigs() {
+	if len(c.operations) == 0 {
+		return
+	}
+	c.opConfigs = make([]*config, len(c.operations))
+	for i, op := range c.operations {
+		oc := *c
+		oc.operations, oc.opConfigs = nil, nil
+		for _, o := range op.opts {
+			o.apply(&oc) // checked by Options
+		}
+		oc.schedule = scheduleLength(oc.backoff, oc.maxAttempts)
+		c.opConfigs[i] = &oc
+	}
+}
+
+// operationFor is the config of the first operation that matches req, or c.
+func (c *config) operationFor(req *http.Request) *config {
+	for i, op := range c.operations {
+		if op.route.match(req) {
+			return c.opConfigs[i]
+		}
+	}
+	return c
 }

@@ -1,23 +1,19 @@
 // This file turns a Policy (policy.go) into the Options it stands for:
 // the table from field to option, the one check of every value (the
-// option's own, reported under the field's name), and the operations that
-// the Transport picks by the request's method and path.
+// option's own, reported under the field's name), and the sections of the
+// retry loop (retry, time_budget, semantic_safety, observability);
+// admission's sections are policyoverload.go's.
 
 package retryhttp
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/strictjson"
-
-	"github.com/hashicorp/go-cleanhttp"
 )
 
 // A fieldOption is an option that a policy's field stands for: the field
@@ -303,122 +299,6 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	return fos, nil
 }
 
-// budgetOptions: the budget section, each field checked by NewBudget's
-// own check.
-func (d *policyDoc) budgetOptions() ([]fieldOption, error) {
-	b := d.Budget
-	switch {
-	case b == nil:
-		return nil, nil
-	case b.Disabled && (b.MaxRetryRatio != nil || b.MinRetriesPerSecond != nil):
-		return nil, fieldErr("budget.disabled", "true, but the budget's ratio or floor is set too: keep one")
-	case b.Disabled:
-		return []fieldOption{{"budget.disabled", WithoutBudget()}}, nil
-	}
-	ratio, floor := float64(defaultBudgetRatio), float64(defaultBudgetPerSecond)
-	if b.MaxRetryRatio != nil {
-		ratio = *b.MaxRetryRatio
-		if err := budgetErr(ratio, 0); err != nil {
-			return nil, fieldErr("budget.max_retry_ratio", "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
-		}
-	}
-	if b.MinRetriesPerSecond != nil {
-		floor = *b.MinRetriesPerSecond
-		if err := budgetErr(0, floor); err != nil {
-			return nil, fieldErr("budget.min_retries_per_second", "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
-		}
-	}
-	return []fieldOption{{"budget", WithBudget(NewBudget(ratio, floor))}}, nil
-}
-
-// breakerOptions: the breaker section, each field checked alone by
-// WithRetryBreaker so that its error names it, then all together.
-func (d *policyDoc) breakerOptions() ([]fieldOption, error) {
-	b := d.Breaker
-	if b == nil {
-		return nil, nil
-	}
-	if b.Disabled {
-		if b.FailFast || b.Threshold != 0 || b.MaxHoldMS != nil {
-			return nil, fieldErr("breaker.disabled", "true, but the breaker is configured too: keep one")
-		}
-		return []fieldOption{{"breaker.disabled", WithoutRetryBreaker()}}, nil
-	}
-	cfg := BreakerConfig{FailFast: b.FailFast, Threshold: b.Threshold}
-	if b.MaxHoldMS != nil {
-		var err error
-		if cfg.MaxHold, err = millis("breaker.max_hold_ms", *b.MaxHoldMS); err != nil {
-			return nil, err
-		}
-	}
-	return []fieldOption{
-		{"breaker.threshold", WithRetryBreaker(BreakerConfig{Threshold: cfg.Threshold})},
-		{"breaker.max_hold_ms", WithRetryBreaker(BreakerConfig{MaxHold: cfg.MaxHold})},
-		{"breaker", WithRetryBreaker(cfg)},
-	}, nil
-}
-
-// hedgeOptions: the hedging section, checked as the breaker's is.
-func (d *policyDoc) hedgeOptions() ([]fieldOption, error) {
-	h := d.Hedging
-	if h == nil {
-		return nil, nil
-	}
-	delay, err := millis("hedging.delay_ms", h.DelayMS)
-	if err != nil {
-		return nil, err
-	}
-	return []fieldOption{
-		{"hedging.delay_ms", WithHedging(HedgeConfig{Delay: delay})},
-		{"hedging.percentile", WithHedging(HedgeConfig{Percentile: h.Percentile})},
-		{"hedging.max_extra", WithHedging(HedgeConfig{MaxExtra: h.MaxExtra})},
-		{"hedging", WithHedging(HedgeConfig{Delay: delay, Percentile: h.Percentile, MaxExtra: h.MaxExtra})},
-	}, nil
-}
-
-// overloadOptions: the overload section, each pacer from its fields.
-func (d *policyDoc) overloadOptions() ([]fieldOption, error) {
-	o := d.Overload
-	if o == nil {
-		return nil, nil
-	}
-	var fos []fieldOption
-	if o.ThrottleRatio != nil {
-		fos = append(fos, fieldOption{"overload.throttle_ratio", WithThrottle(*o.ThrottleRatio)})
-	}
-	switch {
-	case o.ConcurrencyMax != nil:
-		lo := *o.ConcurrencyMax
-		if o.ConcurrencyMin != nil {
-			lo = *o.ConcurrencyMin
-		}
-		fos = append(fos, fieldOption{"overload.concurrency_min, overload.concurrency_max", WithConcurrencyLimit(lo, *o.ConcurrencyMax)})
-	case o.ConcurrencyMin != nil:
-		return nil, fieldErr("overload.concurrency_min", "set, but concurrency_max is not: give the largest limit")
-	}
-	switch {
-	case o.QuotaMaxWaitMS != nil:
-		wait, err := millis("overload.quota_max_wait_ms", *o.QuotaMaxWaitMS)
-		if err != nil {
-			return nil, err
-		}
-		fos = append(fos, fieldOption{"overload.quota_max_wait_ms", WithQuotaPacing(wait, o.QuotaSpread != nil && *o.QuotaSpread)})
-	case o.QuotaSpread != nil:
-		return nil, fieldErr("overload.quota_spread", "set, but quota_max_wait_ms is not: give the longest wait for a quota")
-	}
-	switch {
-	case o.RatePerSecond != nil:
-		burst := 1
-		if o.RateBurst != nil {
-			burst = *o.RateBurst
-		}
-		fos = append(fos, fieldOption{"overload.rate_per_second, overload.rate_burst", WithRateLimit(*o.RatePerSecond, burst)})
-	case o.RateBurst != nil:
-		return nil, fieldErr("overload.rate_burst", "set, but rate_per_second is not: give the rate")
-	}
-	return fos, nil
-}
-
 // observabilityOptions: the observability section.
 func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 	ob := d.Observability
@@ -469,132 +349,4 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 		fos = append(fos, fieldOption{"observability.deadline_header", WithDeadlineHeader(*ob.DeadlineHeader)})
 	}
 	return fos, nil
-}
-
-// transportKey is what d says of the Transport as a whole, as text that
-// two policies of one dependency must share; "" if it says nothing.
-func (d *policyDoc) transportKey() string {
-	var connect, body *int64
-	var rotate *bool
-	if d.TimeBudget != nil {
-		connect = d.TimeBudget.ConnectTimeoutMS
-	}
-	if d.Retry != nil {
-		body, rotate = d.Retry.BodyBufferLimit, d.Retry.AddressRotation
-	}
-	if d.Budget == nil && d.Breaker == nil && connect == nil && d.Observability == nil && d.Hedging == nil && d.Overload == nil && body == nil && rotate == nil {
-		return ""
-	}
-	b, _ := json.Marshal([]any{d.Budget, d.Breaker, connect, d.Observability, d.Hedging, d.Overload, body, rotate})
-	return string(b)
-}
-
-// transportPart is what d says of the Transport as a whole, alone.
-func (d *policyDoc) transportPart() policyDoc {
-	q := policyDoc{Dependency: d.Dependency, Budget: d.Budget, Breaker: d.Breaker, Hedging: d.Hedging, Overload: d.Overload, Observability: d.Observability}
-	if d.TimeBudget != nil && d.TimeBudget.ConnectTimeoutMS != nil {
-		q.TimeBudget = &timeBudget{ConnectTimeoutMS: d.TimeBudget.ConnectTimeoutMS}
-	}
-	if d.Retry != nil && (d.Retry.BodyBufferLimit != nil || d.Retry.AddressRotation != nil) {
-		q.Retry = &retrySpec{BodyBufferLimit: d.Retry.BodyBufferLimit, AddressRotation: d.Retry.AddressRotation}
-	}
-	return q
-}
-
-// An operation is the policy of some requests of a dependency: those that
-// its route matches get its options over the Transport's.
-type operation struct {
-	route routes
-	opts  []Option
-}
-
-// operationsOption carries p's operations to the Transport, which builds
-// one config for each in newConfig.
-func (p Policy) operationsOption() (Option, error) {
-	key := p.doc.transportKey()
-	var ops []operation
-	for i := range p.ops {
-		op := &p.ops[i]
-		fail := func(err error) error { return &opError{i, opErr(op, err)} }
-		if k := op.transportKey(); k != "" && k != key {
-			return nil, fail(fieldErr("budget, breaker, hedging, overload, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
-				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
-		}
-		rs, err := parseRoutes([]string{op.Match})
-		if err != nil {
-			return nil, fail(fieldErr("match", "%v", err))
-		}
-		fos, err := op.options(true)
-		if err != nil {
-			return nil, fail(err)
-		}
-		opts, err := checked(fos)
-		if err != nil {
-			return nil, fail(err)
-		}
-		name := op.Operation
-		if name == "" {
-			name = op.Match
-		}
-		opts = append(opts, option("operation", func(c *config) error { c.operation = name; return nil }))
-		ops = append(ops, operation{rs, opts})
-	}
-	return option("operations", func(c *config) error {
-		c.operations = ops
-		return nil
-	}), nil
-}
-
-// opError is an error of a dependency's operation, by its index.
-type opError struct {
-	index int
-	err   error
-}
-
-func (e *opError) Error() string { return e.err.Error() }
-func (e *opError) Unwrap() error { return e.err }
-
-// opErr is err in the operation op, named by its name or its match.
-func opErr(op *policyDoc, err error) error {
-	name := op.Operation
-	if name == "" {
-		name = op.Match
-	}
-	return fmt.Errorf("operation %q: %w", name, err)
-}
-
-// operationConfigs builds one config per operation from c, once c is
-// complete: each shares c's base, admission, metrics and logger.
-func (c *config) operationConfigs() {
-	if len(c.operations) == 0 {
-		return
-	}
-	c.opConfigs = make([]*config, len(c.operations))
-	for i, op := range c.operations {
-		oc := *c
-		oc.operations, oc.opConfigs = nil, nil
-		for _, o := range op.opts {
-			o.apply(&oc) // checked by Options
-		}
-		oc.schedule = scheduleLength(oc.backoff, oc.maxAttempts)
-		c.opConfigs[i] = &oc
-	}
-}
-
-// operationFor is the config of the first operation that matches req, or c.
-func (c *config) operationFor(req *http.Request) *config {
-	for i, op := range c.operations {
-		if op.route.match(req) {
-			return c.opConfigs[i]
-		}
-	}
-	return c
-}
-
-// dialingBase is the base a Transport builds when a policy sets its dial
-// timeout: cleanhttp's pooled transport with that timeout.
-func dialingBase(timeout time.Duration) *http.Transport {
-	t := cleanhttp.DefaultPooledTransport()
-	t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
-	return t
 }
