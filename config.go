@@ -1,9 +1,9 @@
-// This file holds the one unexported config that the options resolve
-// into, once, in New, with the defaults and bounds of the options: those
-// of options.go, and the breaker's and hedging's (overload.go, hedge.go).
-// The strategies behind WithBackoff are in backoff.go and the Budget
-// behind WithBudget in overload.go; admission's own constants are in its
-// controllers' files (internal/admission).
+// This file holds the Option types and the one unexported config that
+// the options resolve into, once, in New, with the defaults of the
+// options of options.go; the breaker's and hedging's are in overload.go
+// and hedge.go. The strategies behind WithBackoff are in backoff.go and
+// the Budget behind WithBudget in overload.go; admission's own constants
+// are in its controllers' files (internal/admission).
 
 package retryhttp
 
@@ -15,6 +15,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,26 +36,6 @@ const (
 	defaultBodyBufferLimit = 1 << 20
 	defaultBudgetRatio     = 0.1
 	defaultBudgetPerSecond = 10
-
-	// The retry breaker's, on by default (BreakerConfig).
-	defaultBreakerThreshold  = 10
-	defaultFailFastProbeBase = 250 * time.Millisecond
-	defaultFailFastProbeMax  = 2 * time.Second
-
-	// Hedging's, off by default (HedgeConfig).
-	defaultHedgePercentile = 0.95
-	defaultHedgeMaxExtra   = 1
-)
-
-// Defaults and bounds that are documented but not exported: the breaker's
-// (BreakerConfig) and hedging's (HedgeConfig).
-const (
-	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
-	// and a breaker that needs more failures in a row than this never opens.
-	maxThreshold = 1_000_000
-	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
-	// to a host that is already slow.
-	maxHedgeExtra = 8
 )
 
 // config is what the options resolve into, once, in New.
@@ -243,4 +224,72 @@ func dialingBase(timeout time.Duration) *http.Transport {
 	t := cleanhttp.DefaultPooledTransport()
 	t.DialContext = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	return t
+}
+
+// An Option configures a Transport. New applies its options in order and
+// panics, naming the option, if one of them is invalid. Options are made
+// by the With functions of this package; those that may also apply to one
+// request are RequestOptions.
+type Option interface {
+	apply(*config) error
+	optionName() string
+}
+
+// A RequestOption is an Option that may also be given for one request,
+// through WithRequestOptions: WithMaxAttempts, WithBackoff,
+// WithRetryableStatuses, WithNonRetryableStatuses, WithPerAttemptTimeout,
+// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf and WithIdempotencyKeys.
+type RequestOption struct{ opt }
+
+// opt is an option: its name, for messages, and what it sets.
+type opt struct {
+	name string
+	set  func(*config) error
+}
+
+func (o opt) apply(c *config) error {
+	if o.set == nil { // the zero RequestOption sets nothing
+		return nil
+	}
+	return o.set(c)
+}
+
+func (o opt) optionName() string { return o.name }
+
+func option(name string, set func(*config) error) Option { return opt{name, set} }
+
+func requestOption(name string, set func(*config) error) RequestOption {
+	return RequestOption{opt{name, set}}
+}
+
+func optErr(option string, format string, args ...any) error {
+	return fmt.Errorf("retryhttp: %s: %s", option, fmt.Sprintf(format, args...))
+}
+
+// isNil reports whether v is nil or holds a nil pointer, func, map, slice
+// or channel (a typed nil, which "v == nil" does not see): the one check
+// of the values that New and the options require.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -131,3 +131,7 @@ func (e *attemptTimeoutError) Timeout() bool        { return true }
 // Temporary makes an attempt timeout a net.Error, which *Error, without
 // it, wraps.
 func (e *attemptTimeoutError) Temporary() bool { return true }
+
+// errRefused is what a request that a pacer refused before its first
+// attempt ends with, in an *Error whose Reason says which pacer.
+var errRefused = errors.New("retryhttp: refused before sending, to spare the host")

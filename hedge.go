@@ -16,6 +16,15 @@ import (
 	"time"
 )
 
+// Hedging's defaults and bounds, as HedgeConfig documents them.
+const (
+	defaultHedgePercentile = 0.95
+	defaultHedgeMaxExtra   = 1
+	// maxHedgeExtra bounds HedgeConfig.MaxExtra: each copy is a request
+	// to a host that is already slow.
+	maxHedgeExtra = 8
+)
+
 // HedgeConfig configures WithHedging. A zero field takes its default.
 type HedgeConfig struct {
 	// Delay is how long a first attempt may go unanswered before a copy is

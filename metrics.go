@@ -5,7 +5,6 @@
 package retryhttp
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,10 +348,8 @@ func (lc *labelCache) get(o outcomeID) prometheus.Counter {
 	return c
 }
 
-// codeLabels are the status-code label values, made once.
-var codeLabels = func() (l [1000]string) {
-	for i := 100; i < len(l); i++ {
-		l[i] = strconv.Itoa(i)
-	}
-	return l
-}()
+// The states of a host's breaker, as metrics and logs name them.
+const (
+	breakerOpen   = "open"
+	breakerClosed = "closed"
+)

@@ -1,7 +1,7 @@
-// This file holds the Option types and the options of the retry loop,
-// the requests and the observability; admission's options are in
-// overload.go, hedging's in hedge.go, and what a policy document says in
-// policy.go.
+// This file holds the options of the retry loop, the requests and the
+// observability; the Option types are in config.go, admission's options
+// in overload.go, hedging's in hedge.go, and what a policy document says
+// in policy.go.
 
 package retryhttp
 
@@ -10,51 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 )
-
-// An Option configures a Transport. New applies its options in order and
-// panics, naming the option, if one of them is invalid. Options are made
-// by the With functions of this package; those that may also apply to one
-// request are RequestOptions.
-type Option interface {
-	apply(*config) error
-	optionName() string
-}
-
-// A RequestOption is an Option that may also be given for one request,
-// through WithRequestOptions: WithMaxAttempts, WithBackoff,
-// WithRetryableStatuses, WithNonRetryableStatuses, WithPerAttemptTimeout,
-// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf and WithIdempotencyKeys.
-type RequestOption struct{ opt }
-
-// opt is an option: its name, for messages, and what it sets.
-type opt struct {
-	name string
-	set  func(*config) error
-}
-
-func (o opt) apply(c *config) error {
-	if o.set == nil { // the zero RequestOption sets nothing
-		return nil
-	}
-	return o.set(c)
-}
-
-func (o opt) optionName() string { return o.name }
-
-func option(name string, set func(*config) error) Option { return opt{name, set} }
-
-func requestOption(name string, set func(*config) error) RequestOption {
-	return RequestOption{opt{name, set}}
-}
-
-func optErr(option string, format string, args ...any) error {
-	return fmt.Errorf("retryhttp: %s: %s", option, fmt.Sprintf(format, args...))
-}
 
 // WithMaxAttempts sets how many attempts a request may take in all, the
 // first included. The default is 4; 1 means never retry. n < 1 is invalid.
@@ -391,34 +350,6 @@ func WithDeadlineHeader(name string) Option {
 		c.deadlineHeader = http.CanonicalHeaderKey(name)
 		return nil
 	})
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// isNil reports whether v is nil or holds a nil pointer, func, map, slice
-// or channel (a typed nil, which "v == nil" does not see): the one check
-// of the values that New and the options require.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // WithAddressRotation sends each attempt of a request to an address of its

@@ -6,14 +6,22 @@
 package retryhttp
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/admission"
+)
+
+// The retry breaker's defaults and bounds, as BreakerConfig documents
+// them.
+const (
+	defaultBreakerThreshold  = 10
+	defaultFailFastProbeBase = 250 * time.Millisecond
+	defaultFailFastProbeMax  = 2 * time.Second
+	// maxThreshold bounds BreakerConfig.Threshold: the score is an int32,
+	// and a breaker that needs more failures in a row than this never opens.
+	maxThreshold = 1_000_000
 )
 
 // A Budget caps the retries sent to each destination host (req.URL.Host):
@@ -125,12 +133,6 @@ type BreakerConfig struct {
 	// answered).
 	OnStateChange func(host string, open bool)
 }
-
-// The states of a host's breaker, as metrics and logs name them.
-const (
-	breakerOpen   = "open"
-	breakerClosed = "closed"
-)
 
 // WithRetryBreaker configures the retry breaker, on by default with the
 // zero BreakerConfig. While a host is failing or serves no one, its
@@ -247,27 +249,8 @@ func WithConcurrencyLimit(min, max int) Option {
 	})
 }
 
-// errRefused is what a request that a pacer refused before its first
-// attempt ends with, in an *Error whose Reason says which pacer.
-var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
-
 // reasonOf is admission's answer with its reason as a GiveUpReason.
 func reasonOf(r admission.Reason, err error) (GiveUpReason, error) { return GiveUpReason(r), err }
-
-// told is what admission is told of an attempt that ended with r: an
-// answer, a fresh failure worth retrying (one that reached the host, or
-// a refused connection, which reached no application but says that the
-// host serves no one), and, for the pacers, whether it reached the host,
-// whether the host turned it away, and what the answer said.
-func (r *result) told() admission.Outcome {
-	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
-	o := admission.Outcome{Answered: r.err == nil && !r.retryable, Failed: r.retryable && (!r.notSent || isDialError(r.err)),
-		Sent: !r.notSent && !canceled, Canceled: canceled, Rejected: rejected(r)}
-	if r.resp != nil {
-		o.Header, o.Status = r.resp.Header, r.resp.StatusCode
-	}
-	return o
-}
 
 // settings are what c's options turn on in admission.
 func (c *config) settings() admission.Settings {
@@ -289,21 +272,6 @@ func (c *config) settings() admission.Settings {
 		}
 	}
 	return s
-}
-
-// rejected reports whether the host turned an attempt away, or could not
-// take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
-// context's deadline) or a connection error. Any other answer, a 500
-// included, was served; a request its caller canceled says nothing.
-func rejected(r *result) bool {
-	if r.resp != nil {
-		switch r.resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return true
-		}
-		return false
-	}
-	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
 }
 
 // uniformBackoff draws every delay uniformly in [lo, hi].

@@ -3,15 +3,22 @@
 // (dependency, operation, semantic_safety, time_budget, retry, budget,
 // breaker, hedging, fallback, observability, owner), and its operations:
 // what applies to the Transport as a whole, and which operation's config
-// a request gets, by its method and path. policyload.go reads files of
-// them; policyopts.go turns one into the Options it stands for.
+// a request gets, by its method and path; and the fieldOption, an option
+// that names its field when it refuses a value. policyload.go reads files
+// of them; policyopts.go and policyoverload.go turn one into the Options
+// it stands for.
 
 package retryhttp
 
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"strings"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/strictjson"
 )
 
 // A Policy is a retry policy written as data, for one dependency or one
@@ -222,43 +229,6 @@ type operation struct {
 	opts  []Option
 }
 
-// operationsOption carries p's operations to the Transport, which builds
-// one config for each in newConfig.
-func (p Policy) operationsOption() (Option, error) {
-	key := p.doc.transportKey()
-	var ops []operation
-	for i := range p.ops {
-		op := &p.ops[i]
-		fail := func(err error) error { return &opError{i, opErr(op, err)} }
-		if k := op.transportKey(); k != "" && k != key {
-			return nil, fail(fieldErr("budget, breaker, hedging, overload, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
-				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
-		}
-		rs, err := parseRoutes([]string{op.Match})
-		if err != nil {
-			return nil, fail(fieldErr("match", "%v", err))
-		}
-		fos, err := op.options(true)
-		if err != nil {
-			return nil, fail(err)
-		}
-		opts, err := checked(fos)
-		if err != nil {
-			return nil, fail(err)
-		}
-		name := op.Operation
-		if name == "" {
-			name = op.Match
-		}
-		opts = append(opts, option("operation", func(c *config) error { c.operation = name; return nil }))
-		ops = append(ops, operation{rs, opts})
-	}
-	return option("operations", func(c *config) error {
-		c.operations = ops
-		return nil
-	}), nil
-}
-
 // opError is an error of a dependency's operation, by its index.
 type opError struct {
 	index int
@@ -303,4 +273,56 @@ func (c *config) operationFor(req *http.Request) *config {
 		}
 	}
 	return c
+}
+
+// A fieldOption is an option that a policy's field stands for: the field
+// is named when the option refuses its value.
+type fieldOption struct {
+	field string
+	o     Option
+}
+
+// checked applies each option to a scratch config, in order, and returns
+// them, or the first option's error under its field's name: the options'
+// own checks are the only checks of a policy's values.
+func checked(fos []fieldOption) ([]Option, error) {
+	scratch := config{statuses: defaultStatuses}
+	opts := make([]Option, 0, len(fos))
+	for _, fo := range fos {
+		if err := fo.o.apply(&scratch); err != nil {
+			return nil, fieldErr(fo.field, "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
+		}
+		opts = append(opts, fo.o)
+	}
+	return opts, nil
+}
+
+// millis is *ms milliseconds; a value too long to be a time.Duration is
+// an error, a negative one is left for the option to refuse.
+func millis(field string, ms int64) (time.Duration, error) {
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return 0, fieldErr(field, "%d ms is too long to represent", ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// msOption is the option that a duration field stands for, if it is set.
+func msOption(fos []fieldOption, field string, ms *int64, opt func(time.Duration) Option) ([]fieldOption, error) {
+	if ms == nil {
+		return fos, nil
+	}
+	d, err := millis(field, *ms)
+	if err != nil {
+		return nil, err
+	}
+	return append(fos, fieldOption{field, opt(d)}), nil
+}
+
+func asOption[O Option](f func(time.Duration) O) func(time.Duration) Option {
+	return func(d time.Duration) Option { return f(d) }
+}
+
+// fieldErr is an error about one field of a Policy.
+func fieldErr(field, format string, args ...any) error {
+	return strictjson.Errorf(field, format, args...)
 }

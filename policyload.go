@@ -18,11 +18,6 @@ import (
 	"github.com/retryhttp/retryhttp/internal/strictjson"
 )
 
-// fieldErr is an error about one field of a Policy.
-func fieldErr(field, format string, args ...any) error {
-	return strictjson.Errorf(field, format, args...)
-}
-
 // ParsePolicy decodes one Policy from JSON. Keys are matched exactly, and
 // a key that is not a field of the policy (with the field meant, if it is
 // near one), a key written twice, a value of the wrong type and data after

@@ -9,19 +9,11 @@ package retryhttp
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/strictjson"
 )
-
-// A fieldOption is an option that a policy's field stands for: the field
-// is named when the option refuses its value.
-type fieldOption struct {
-	field string
-	o     Option
-}
 
 // Options returns the Options that p stands for, or an error that names
 // the first field whose value its option refuses. Every Option it returns
@@ -54,21 +46,6 @@ func (p Policy) Options() ([]Option, error) {
 	return opts, nil
 }
 
-// checked applies each option to a scratch config, in order, and returns
-// them, or the first option's error under its field's name: the options'
-// own checks are the only checks of a policy's values.
-func checked(fos []fieldOption) ([]Option, error) {
-	scratch := config{statuses: defaultStatuses}
-	opts := make([]Option, 0, len(fos))
-	for _, fo := range fos {
-		if err := fo.o.apply(&scratch); err != nil {
-			return nil, fieldErr(fo.field, "%s", strings.TrimPrefix(err.Error(), "retryhttp: "))
-		}
-		opts = append(opts, fo.o)
-	}
-	return opts, nil
-}
-
 // options are the options of d, in the order they apply: those of the
 // Transport as a whole (none for an operation, op, whose own are checked
 // against the dependency's), then those that may differ per operation.
@@ -95,31 +72,6 @@ func (d *policyDoc) options(op bool) ([]fieldOption, error) {
 		return nil, err
 	}
 	return append(fos, more...), nil
-}
-
-// millis is *ms milliseconds; a value too long to be a time.Duration is
-// an error, a negative one is left for the option to refuse.
-func millis(field string, ms int64) (time.Duration, error) {
-	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
-		return 0, fieldErr(field, "%d ms is too long to represent", ms)
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
-// msOption is the option that a duration field stands for, if it is set.
-func msOption(fos []fieldOption, field string, ms *int64, opt func(time.Duration) Option) ([]fieldOption, error) {
-	if ms == nil {
-		return fos, nil
-	}
-	d, err := millis(field, *ms)
-	if err != nil {
-		return nil, err
-	}
-	return append(fos, fieldOption{field, opt(d)}), nil
-}
-
-func asOption[O Option](f func(time.Duration) O) func(time.Duration) Option {
-	return func(d time.Duration) Option { return f(d) }
 }
 
 // retryOptions: retry.max_attempts_total, the backoff, the statuses and
@@ -349,4 +301,41 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 		fos = append(fos, fieldOption{"observability.deadline_header", WithDeadlineHeader(*ob.DeadlineHeader)})
 	}
 	return fos, nil
+}
+
+// operationsOption carries p's operations to the Transport, which builds
+// one config for each in newConfig.
+func (p Policy) operationsOption() (Option, error) {
+	key := p.doc.transportKey()
+	var ops []operation
+	for i := range p.ops {
+		op := &p.ops[i]
+		fail := func(err error) error { return &opError{i, opErr(op, err)} }
+		if k := op.transportKey(); k != "" && k != key {
+			return nil, fail(fieldErr("budget, breaker, hedging, overload, observability, time_budget.connect_timeout_ms, retry.body_buffer_limit_bytes, retry.address_rotation",
+				"an operation may repeat the dependency's, not change them: they apply to the Transport as a whole"))
+		}
+		rs, err := parseRoutes([]string{op.Match})
+		if err != nil {
+			return nil, fail(fieldErr("match", "%v", err))
+		}
+		fos, err := op.options(true)
+		if err != nil {
+			return nil, fail(err)
+		}
+		opts, err := checked(fos)
+		if err != nil {
+			return nil, fail(err)
+		}
+		name := op.Operation
+		if name == "" {
+			name = op.Match
+		}
+		opts = append(opts, option("operation", func(c *config) error { c.operation = name; return nil }))
+		ops = append(ops, operation{rs, opts})
+	}
+	return option("operations", func(c *config) error {
+		c.operations = ops
+		return nil
+	}), nil
 }

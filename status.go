@@ -17,8 +17,11 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/retryhttp/retryhttp/internal/admission"
 )
 
 // statusSet is a set of HTTP status codes 0..1023 as a bitmap, so that a
@@ -329,4 +332,42 @@ func (p *peekBody) rewound() io.ReadCloser {
 type prefixedBody struct {
 	io.Reader
 	io.Closer
+}
+
+// codeLabels are the status-code label values, made once.
+var codeLabels = func() (l [1000]string) {
+	for i := 100; i < len(l); i++ {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+// told is what admission is told of an attempt that ended with r: an
+// answer, a fresh failure worth retrying (one that reached the host, or
+// a refused connection, which reached no application but says that the
+// host serves no one), and, for the pacers, whether it reached the host,
+// whether the host turned it away, and what the answer said.
+func (r *result) told() admission.Outcome {
+	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
+	o := admission.Outcome{Answered: r.err == nil && !r.retryable, Failed: r.retryable && (!r.notSent || isDialError(r.err)),
+		Sent: !r.notSent && !canceled, Canceled: canceled, Rejected: rejected(r)}
+	if r.resp != nil {
+		o.Header, o.Status = r.resp.Header, r.resp.StatusCode
+	}
+	return o
+}
+
+// rejected reports whether the host turned an attempt away, or could not
+// take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
+// context's deadline) or a connection error. Any other answer, a 500
+// included, was served; a request its caller canceled says nothing.
+func rejected(r *result) bool {
+	if r.resp != nil {
+		switch r.resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
 }
