@@ -36,7 +36,6 @@ type call struct {
 	lastDelay  time.Duration    // the wait before the attempt in flight
 	span       time.Duration    // how long after its first failure a retry of it may be held (its share of the schedule)
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
-	start      time.Time        // when the first attempt began, with WithMaxElapsed only
 	tried      *rotation.Tried  // the addresses its attempts went to, with WithAddressRotation
 }
 
@@ -70,9 +69,9 @@ type result struct {
 func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	*k = call{c: c, req: req, ctx: req.Context()}
 	k.t.Ctx = k.ctx
+	k.t.CtxEnd, _ = k.ctx.Deadline()
 	if c.maxElapsed > 0 {
-		k.start = time.Now()
-		k.t.MaxElapsedEnd = k.start.Add(c.maxElapsed)
+		k.t.MaxElapsedEnd = time.Now().Add(c.maxElapsed)
 	}
 	method := req.Method
 	if method == "" {
@@ -322,7 +321,7 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 // the per-attempt timeout, at an attempt's start, if either is set.
 func (k *call) timeLeft() (time.Duration, bool) {
 	left, ok := k.c.perAttemptTimeout, k.c.perAttemptTimeout > 0
-	if dl, has := k.ctx.Deadline(); has {
+	if dl := k.t.CtxEnd; !dl.IsZero() {
 		if d := time.Until(dl); !ok || d < left {
 			left, ok = d, true
 		}

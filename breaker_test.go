@@ -15,15 +15,6 @@ import (
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
-func newTestConfig(t *testing.T, opts ...Option) *config {
-	t.Helper()
-	c, err := newConfig(retrytest.NewScriptTransport(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // hostOf is host h's admission, as it stands.
 func hostOf(tr *Transport, h string) admission.View { return tr.c.gate.View(h) }
 

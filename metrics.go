@@ -254,13 +254,6 @@ func (g *stateGauge) Set(v float64) {
 	}
 }
 
-func (gs *gauges) of(k gaugeKind) *stateGauge {
-	if gs == nil {
-		return nil
-	}
-	return gs.g[k]
-}
-
 // gauges returns the pacer gauges, nil without metrics.
 func (tm *transportMetrics) gauges() *gauges {
 	if tm == nil {

@@ -16,51 +16,93 @@ import (
 	"time"
 )
 
-// scheduled reports a retry that is sure to go, after its wait: the
-// retryhttp_retries_total metric and the "retrying" log record.
-func (k *call) scheduled(attempt int, delay time.Duration, r *result) {
+// An event is how one attempt's fate, or the request's, is reported:
+// once, to the attempt hook, the metrics and the logs alike.
+type event struct {
+	kind    eventKind
+	attempt int          // the attempt it is about; 0 for a refusal before any
+	r       result       // the attempt's result, as the hook is told it
+	reason  GiveUpReason // evGiveUp: why the failure is not retried
+	delay   time.Duration
+	end     time.Time // when the attempt's fate was decided; zero: now
+	err     error     // evEnd: the caller's context ended the request
+}
+
+type eventKind uint8
+
+const (
+	evEnd    eventKind = iota // the request ends with the attempt (or its context)
+	evRetry                   // the attempt is retried, after delay: the retry goes now
+	evGiveUp                  // a failure worth retrying is not retried: reason
+)
+
+// report reports e: the attempt hook's end of the attempt, a retry's or a
+// give-up's metrics and log record.
+func (k *call) report(e event) {
+	k.endAttempt(e)
 	c := k.c
-	c.metrics.retry(r.outcome, delay)
-	if c.logger != nil {
-		c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying",
-			k.logAttrs(attempt, delay, r.outcome, "")...)
+	switch e.kind {
+	case evRetry:
+		c.metrics.retry(e.r.outcome, e.delay)
+		if c.logger != nil {
+			c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying", k.logAttrs(e.attempt, e.delay, e.r.outcome, "")...)
+		}
+	case evGiveUp:
+		c.metrics.giveUp(e.reason)
+		k.failedAgain()
+		if c.logger != nil {
+			level := slog.LevelWarn
+			if k.t.Owned {
+				level = slog.LevelInfo // the layer above owns the outcome, and says so once (layered.go)
+			}
+			c.logger.LogAttrs(k.ctx, level, "retryhttp: giving up", k.logAttrs(e.attempt, e.delay, e.r.outcome, e.reason)...)
+		}
 	}
 }
 
-// giveUp ends a request whose outcome was worth retrying but may not be
-// retried, for the given reason: the last response if there is one, else
-// an *Error that wraps the last error.
-func (k *call) giveUp(reason GiveUpReason, attempt int, r *result, delay time.Duration) (*http.Response, error) {
-	c := k.c
-	k.endAttempt(r, AttemptEnd{GiveUp: reason})
-	c.metrics.giveUp(reason)
-	k.failedAgain()
-	if c.logger != nil {
-		level := slog.LevelWarn
-		if k.t.Owned {
-			level = slog.LevelInfo // the layer above owns the outcome, and says so once (layered.go)
-		}
-		c.logger.LogAttrs(k.ctx, level, "retryhttp: giving up",
-			k.logAttrs(attempt, delay, r.outcome, reason)...)
+// finish reports how the request ended (e) and returns what RoundTrip
+// returns: the last response if there is one, with a nil error, else an
+// [*Error] that says how many attempts were made and why it stopped.
+func (k *call) finish(e event) (*http.Response, error) {
+	k.report(e)
+	switch {
+	case e.err != nil:
+		return nil, &Error{Attempts: e.attempt, Err: e.err}
+	case e.r.resp != nil:
+		return e.r.resp, nil
 	}
-	if r.resp != nil {
-		return r.resp, nil
-	}
-	return nil, &Error{Attempts: attempt, Reason: reason, Err: r.err}
+	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err}
 }
 
-// refused ends a request that admission refused before its first
-// attempt: an *Error with no attempts and the reason, wrapping
-// ErrCircuitOpen (FailFast) or errRefused (a pacer), or the context's
-// error if it ended while the attempt waited for a pacer.
-func (k *call) refused(reason GiveUpReason, err error) (*http.Response, error) {
-	if err == nil {
-		err = errRefused
-		if reason == GiveUpCircuitOpen {
-			err = ErrCircuitOpen
-		}
+// refusal is the error of a request that admission refused before its
+// first attempt: the wait's, if it ended in one, else ErrCircuitOpen
+// (FailFast) or errRefused (a pacer).
+func refusal(reason GiveUpReason, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case reason == GiveUpCircuitOpen:
+		return ErrCircuitOpen
 	}
-	return k.giveUp(reason, 0, &result{err: err}, 0)
+	return errRefused
+}
+
+// endAttempt tells the attempt hook how the attempt in flight ended, once.
+func (k *call) endAttempt(e event) {
+	if k.hookEnd == nil {
+		return
+	}
+	end := k.hookEnd
+	k.hookEnd = nil
+	a := AttemptEnd{Retried: e.kind == evRetry, GiveUp: e.reason, End: e.end}
+	if a.Retried {
+		a.NextDelay = e.delay
+	}
+	if a.End.IsZero() {
+		a.End = time.Now()
+	}
+	a.Response, a.Err, a.Outcome, a.Retryable = e.r.resp, e.r.err, e.r.outcome.String(), e.r.retryable
+	end(a)
 }
 
 // logAttrs are the attributes of a log record: the Transport's name, the
@@ -153,18 +195,4 @@ func WithAttemptHook(h func(ctx context.Context, a AttemptStart) (context.Contex
 		c.attemptHook = h
 		return nil
 	})
-}
-
-// endAttempt reports the end of the attempt in flight to the hook, once.
-func (k *call) endAttempt(r *result, e AttemptEnd) {
-	if k.hookEnd == nil {
-		return
-	}
-	end := k.hookEnd
-	k.hookEnd = nil
-	if e.End.IsZero() {
-		e.End = time.Now()
-	}
-	e.Response, e.Err, e.Outcome, e.Retryable = r.resp, r.err, r.outcome.String(), r.retryable
-	end(e)
 }

@@ -111,44 +111,52 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.body.tee != nil {
 		defer k.body.tee.Release()
 	}
-	if k.t.Known() {
-		if reason, err := reasonOf(c.gate.AdmitFirst(&k.t)); reason != "" || err != nil {
-			closeBody(body)
-			if reason == "" {
-				return nil, &Error{Err: err} // canceled by its caller while it waited: no refusal
-			}
-			return k.refused(reason, err)
-		}
+	return k.finish(k.run(body))
+}
+
+// run sends the request's attempts until one of them, or admission, ends
+// it, and says how: the event that is reported once.
+func (k *call) run(body io.ReadCloser) event {
+	if ev, ok := k.admitFirst(); !ok {
+		closeBody(body)
+		return ev
 	}
 	var prev time.Duration
 	for attempt := 1; ; attempt++ {
 		r := k.attempt(attempt, body)
 		k.record(&r)
 		if !r.retryable {
-			k.endAttempt(&r, AttemptEnd{})
-			if r.err != nil {
-				return nil, &Error{Attempts: attempt, Err: r.err}
-			}
-			return r.resp, nil
+			return event{kind: evEnd, attempt: attempt, r: r}
 		}
-		var ended ending
-		if body, prev, ended = k.retry(attempt, &r, prev); ended.done {
-			return ended.resp, ended.err
+		var ended event
+		var done bool
+		if body, prev, ended, done = k.retry(attempt, &r, prev); done {
+			return ended
 		}
 	}
 }
 
-// ending is how a request ends, when it does (done).
-type ending struct {
-	done bool
-	resp *http.Response
-	err  error
+// admitFirst asks admission for the first attempt: a refusal gives up
+// with no attempt made; a wait that the caller's context ends ends the
+// request, with no refusal.
+func (k *call) admitFirst() (event, bool) {
+	if !k.t.Known() {
+		return event{}, true
+	}
+	reason, err := reasonOf(k.c.gate.AdmitFirst(&k.t))
+	switch {
+	case reason != "":
+		return event{kind: evGiveUp, reason: reason, r: result{err: refusal(reason, err)}}, false
+	case err != nil:
+		return event{kind: evEnd, err: err}, false
+	}
+	return event{}, true
 }
 
 // retry takes attempt n's failure worth retrying (r) through the ladder,
 // admission and the wait: it returns the next attempt's body and the
 // Backoff's own last value (not Retry-After's), or how the request ends.
-func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.Duration, ending) {
+func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.Duration, event, bool) {
 	f := k.facts(n, r, prev)
 	v := decide(f)
 	var next io.ReadCloser
@@ -157,15 +165,14 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 		next, adm, v = k.acquire(v, r)
 	}
 	if v.giveUp != "" {
-		resp, err := k.giveUp(v.giveUp, n, r, v.delay)
-		return nil, 0, ending{true, resp, err}
+		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: v.giveUp, delay: v.delay}, true
 	}
 	decided := time.Now()
 	shown := *r // what the hook is told of the attempt, once its wait ends
 	if reason, err := k.wait(adm, v.delay, f.serverWait(), r); reason != "" || err != nil {
 		closeBody(next)
 		k.unclaim()
-		return nil, 0, k.waitEnded(n, r, &shown, reason, err, decided)
+		return nil, 0, k.waitEnded(n, r, shown, reason, err, decided), true
 	}
 	if r.resp != nil {
 		r.resp.Body.Close() // the kept response, not needed now
@@ -174,25 +181,22 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	if adm == admission.NextHold || k.t.WasHeld {
 		k.lastDelay = time.Since(decided) // a hold's wait is what it took
 	}
-	k.endAttempt(&shown, AttemptEnd{Retried: true, NextDelay: k.lastDelay, End: decided})
-	k.scheduled(n, k.lastDelay, r) // reported once it is sure to go
-	return next, f.backoff, ending{}
+	k.report(event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
+	return next, f.backoff, event{}, false
 }
 
-// waitEnded ends a request whose wait before attempt n+1 gave up (reason)
-// or was ended by its context (err): the hook is told of attempt n (as
-// shown, or with the give-up), and the give-up returns its last response.
-func (k *call) waitEnded(n int, r, shown *result, reason GiveUpReason, err error, decided time.Time) ending {
+// waitEnded is how a request ends whose wait before attempt n+1 gave up
+// (reason), with its last response, or was ended by its context (err):
+// the hook is told of attempt n as it was before the wait (shown), or
+// with the give-up.
+func (k *call) waitEnded(n int, r *result, shown result, reason GiveUpReason, err error, decided time.Time) event {
 	if err != nil {
-		k.endAttempt(shown, AttemptEnd{End: decided})
 		if r.resp != nil {
 			r.resp.Body.Close() // kept for a give-up that did not come
 		}
-		return ending{true, nil, &Error{Attempts: n, Err: err}}
+		return event{kind: evEnd, attempt: n, r: shown, err: err, end: decided}
 	}
-	k.endAttempt(r, AttemptEnd{GiveUp: reason, End: decided}) // giveUp's own report is then a no-op
-	resp, gerr := k.giveUp(reason, n, r, 0)
-	return ending{true, resp, gerr}
+	return event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}
 }
 
 // facts gathers what decide needs about attempt n's result.
@@ -215,11 +219,11 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now)
 		f.raSpread = spread(f.retryAfter)
 	}
-	if dl, ok := k.ctx.Deadline(); ok {
+	if dl := k.t.CtxEnd; !dl.IsZero() {
 		f.untilDL, f.hasDL = dl.Sub(now), true
 	}
-	if c.maxElapsed > 0 {
-		f.untilME, f.hasME = k.start.Add(c.maxElapsed).Sub(now), true
+	if me := k.t.MaxElapsedEnd; !me.IsZero() {
+		f.untilME, f.hasME = me.Sub(now), true
 	}
 	return f
 }
@@ -373,11 +377,8 @@ func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, lim
 	if limit.Before(notBefore) {
 		notBefore = limit
 	}
-	if me := k.c.maxElapsed; me > 0 && k.start.Add(me).Before(limit) {
-		limit = k.start.Add(me)
-	}
-	if dl, ok := k.ctx.Deadline(); ok && dl.Before(limit) {
-		limit = dl
+	if end := k.t.End(); !end.IsZero() && end.Before(limit) {
+		limit = end
 	}
 	return notBefore, limit
 }

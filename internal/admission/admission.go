@@ -1,4 +1,5 @@
-// This file holds admission: per host, one ordered list of controllers,
+// Package admission holds a Transport's admission: per host, one ordered
+// list of controllers,
 // each with its own state and rules, asked by one loop whether an attempt
 // goes now, waits (until a time, or a place in a line moves), is held or
 // is refused; and told the fresh outcome of every attempt. In their order:
@@ -11,8 +12,8 @@
 // its permit (ticket.p): given back whole (cancel) if the attempt is not
 // sent, told how it ended (record) if it is. The rules, in full, are in
 // docs/overload.md and the package documentation, "Admission" and
-// "Pacing".
-
+// "Pacing". The Transport asks it through a Gate, with a Ticket per
+// request.
 package admission
 
 import (
@@ -250,10 +251,12 @@ type hostState struct {
 }
 
 // A Ticket is one request's admission state: what the Gate's methods are
-// given, in place of the request. The caller sets Ctx, MaxElapsedEnd,
-// FirstFail, Owned and Repeat; the rest is the Gate's.
+// given, in place of the request. The caller sets Ctx, its ends
+// (CtxEnd, MaxElapsedEnd: read once, they answer every question of the
+// time left), FirstFail, Owned and Repeat; the rest is the Gate's.
 type Ticket struct {
 	Ctx           context.Context // the request's
+	CtxEnd        time.Time       // its context's deadline, zero if none
 	MaxElapsedEnd time.Time       // when WithMaxElapsed ends it, zero if never
 	FirstFail     time.Time       // when its first attempt failed
 	Owned         bool            // a layer above owns its schedule: none of its retries is held
@@ -352,7 +355,7 @@ func (g *Gate) MaxHold() time.Duration {
 	return g.breaker.MaxHold
 }
 
-// enter finds the request's host and notes when its first attempt starts.
+// Enter finds the request's host and notes when its first attempt starts.
 func (g *Gate) Enter(t *Ticket, scheme, host string) {
 	var buf [maxHostKey]byte
 	key, kb := canonicalHost(scheme, host, &buf)
@@ -361,7 +364,7 @@ func (g *Gate) Enter(t *Ticket, scheme, host string) {
 	t.hs = g.hosts.getKey(key, kb, t.sec)
 }
 
-// admitFirst asks the controllers for a first attempt: the budget counts
+// AdmitFirst asks the controllers for a first attempt: the budget counts
 // it, only FailFast refuses one, while the host's breaker is open, and
 // the pacers may make it wait or refuse it. It returns why the attempt may
 // not go, or the context's error if it ended while the attempt waited for
@@ -446,7 +449,7 @@ func (t *Ticket) ask(c controller, a ask) (verdictOf, error) {
 		if err == nil && turn == maxWaitTurns {
 			err = errTooManyWaits
 		}
-		if dl, ok := t.Ctx.Deadline(); err == nil && ok && !time.Now().Before(dl) {
+		if dl := t.CtxEnd; err == nil && !dl.IsZero() && !time.Now().Before(dl) {
 			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
 		}
 		if err != nil {
@@ -474,15 +477,19 @@ func (t *Ticket) question(kd kind) ask {
 	now := time.Now()
 	m := monoAt(now)
 	a := ask{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
-	if dl, ok := t.Ctx.Deadline(); ok {
-		a.deadline = m + max(int64(dl.Sub(now)), 1)
-	}
-	if !t.MaxElapsedEnd.IsZero() {
-		if end := m + int64(t.MaxElapsedEnd.Sub(now)); a.deadline == 0 || end < a.deadline {
-			a.deadline = max(end, 1)
-		}
+	if end := t.End(); !end.IsZero() {
+		a.deadline = m + max(int64(end.Sub(now)), 1)
 	}
 	return a
+}
+
+// End is when the request must have ended: the sooner of its context's
+// deadline and WithMaxElapsed's end, zero if neither.
+func (t *Ticket) End() time.Time {
+	if t.CtxEnd.IsZero() || (!t.MaxElapsedEnd.IsZero() && t.MaxElapsedEnd.Before(t.CtxEnd)) {
+		return t.MaxElapsedEnd
+	}
+	return t.CtxEnd
 }
 
 // callersEnd is the reason a wait for a pacer that ended in err gives:
@@ -522,7 +529,7 @@ func (t *Ticket) done(o seen) (ch change) {
 	return ch
 }
 
-// sending notes attempt n, about to go: when it started, and whether it
+// Sending notes attempt n, about to go: when it started, and whether it
 // is a retry (or a probe), whose failure shows that retries fail too.
 func (g *Gate) Sending(t *Ticket, n int) {
 	if n > 1 {
@@ -531,7 +538,7 @@ func (g *Gate) Sending(t *Ticket, n int) {
 	t.retry = n > 1 || t.p.probe != 0
 }
 
-// record takes an attempt's result into the host's health and tells the
+// Record takes an attempt's result into the host's health and tells the
 // controllers, once, with what its permit took: the permit is used. A
 // failure of an attempt that started before an answer from the host is
 // stale: it changes nothing.
@@ -624,7 +631,7 @@ func (g *Gate) scoreCap() int32 {
 	return failingAfter
 }
 
-// abandon gives back the permit of an attempt whose base panicked: all
+// Abandon gives back the permit of an attempt whose base panicked: all
 // but its budget charge, for it may have reached the host.
 func (g *Gate) Abandon(t *Ticket) {
 	t.p.charged = false
@@ -639,7 +646,7 @@ const (
 	NextHold             // hold until it may go, or its limit
 )
 
-// admitRetry asks the controllers for a retry that the ladder (decide.go)
+// AdmitRetry asks the controllers for a retry that the ladder (decide.go)
 // allows: it waits and goes (charged to the budget, unless it never
 // reached the server), is held, or gives up now, without a wait.
 func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
@@ -696,7 +703,7 @@ func (g *Gate) mayHold(hs *hostState, m int64) bool {
 	return hs.bud.room(secondOf(m))
 }
 
-// afterWait passes a retry whose wait has ended: if the breaker opened
+// AfterWait passes a retry whose wait has ended: if the breaker opened
 // meanwhile, it is to be held (held: the caller holds it, g.hold), or,
 // with FailFast, it goes only as the probe.
 func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
@@ -725,7 +732,7 @@ func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
 	return "", true
 }
 
-// hold holds a retry in the breaker's queue until it may go (charged to
+// Hold holds a retry in the breaker's queue until it may go (charged to
 // the budget as it leaves), or gives up: at its limit (ReasonBreaker, or
 // ReasonMaxElapsed past WithMaxElapsed), or when the budget has no room
 // for it as it leaves (ReasonBudget). A context that ends first ends the
@@ -823,7 +830,7 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	return v, false
 }
 
-// mayHedge asks for a hedge: none while the host's breaker is open or
+// MayHedge asks for a hedge: none while the host's breaker is open or
 // retries are held; each one spends the budget, and a pacer that would
 // take a turn, quota or slot for it refuses it (a copy takes none).
 func (g *Gate) MayHedge(t *Ticket) bool {
@@ -843,7 +850,7 @@ func (g *Gate) MayHedge(t *Ticket) bool {
 	return true
 }
 
-// refund gives back the charge of a retry that was never sent.
+// Refund gives back the charge of a retry that was never sent.
 func (g *Gate) Refund(t *Ticket) {
 	if t.p.charged && t.hs != nil && g.budget != nil {
 		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
@@ -870,7 +877,7 @@ func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) 
 	return nil
 }
 
-// pace asks the pacers whether a retry, its wait over, goes now: "" when
+// Pace asks the pacers whether a retry, its wait over, goes now: "" when
 // it may, once every wait asked for has passed; otherwise why not, or the
 // context's error if it ended during a wait.
 func (g *Gate) Pace(t *Ticket) (Reason, error) {

@@ -253,13 +253,6 @@ func (l *limiter) endRound() {
 	l.round = limitRoundCount{}
 }
 
-// waitersLen is how many wait for a slot.
-func (l *limiter) waitersLen() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.waiters)
-}
-
 // idle reports whether forgetting the host would lose nothing: no slot
 // in use or awaited (none, if the limit is off).
 func (l *limiter) idle(int64) bool {
