@@ -39,13 +39,6 @@ type call struct {
 	tried      *rotation.Tried  // the addresses its attempts went to, with WithAddressRotation
 }
 
-// bodyReplay is how the request body reaches each attempt.
-type bodyReplay struct {
-	mode bodyMode
-	buf  replay.Chunks
-	tee  *replay.Tee // the first attempt's body, while it is being kept
-}
-
 // sentTrace tells whether an attempt that failed was sent at all.
 type sentTrace struct {
 	gotConn *atomic.Bool // set by the trace of a request that is not replayable
@@ -81,20 +74,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	if c.gate != nil {
 		c.gate.Enter(&k.t, req.URL.Scheme, req.URL.Host)
 	}
-
-	// A request declared unsafe (NotIdempotent) is repeated only with a
-	// key, whatever its method. One declared safe (Idempotent,
-	// WithIdempotentIf) needs no key, and gets none: its declaration is
-	// asked first.
-	idem := idempotentMethod(method) && !c.notIdempotent
-	k.keyed = hasIdempotencyKey(req.Header, !idem)
-	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
-	if !k.keyed && !declared && c.keyMethods.has(method) {
-		k.header = req.Header.Clone()
-		k.header.Set(HeaderIdempotencyKey, c.keyGen())
-		k.keyed = true
-	}
-	k.replayable = k.keyed || declared || idem
+	k.key(method)
 	k.detectLayered()
 	if c.layers.failed.Again(req, method, admission.UnixSecond) {
 		k.layered(layerRepeat)
@@ -113,57 +93,26 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		// agree.
 		k.sent = sentTrace{gotConn: new(atomic.Bool), alone: c.plainBase}
 	}
-
-	first := req.Body
-	if req.Body == nil || req.Body == http.NoBody {
-		return first
-	}
-	switch {
-	case req.GetBody != nil:
-		k.body.mode = bodyGetBody
-	case c.maxAttempts == 1 || req.ContentLength > c.bodyLimit:
-		// Never retried, or too long to keep: sent once, as it is.
-		k.body.mode = bodyOnce
-	default:
-		// Kept while the first attempt sends it (internal/replay).
-		k.body.tee = replay.NewTee(req.Body, req.ContentLength, c.bodyLimit)
-		k.body.mode, first = bodyTee, k.body.tee
-	}
-	return first
+	return k.firstBody()
 }
 
-// sized passes on a body, failing one that is not the length cl > 0 that
-// the request declares: no attempt can send it.
-func sized(cs replay.Chunks, err error, cl int64) (replay.Chunks, error) {
-	if err == nil && cl > 0 && cs.Size() != cl {
-		return nil, errLengthMismatch
+// key decides whether the request may be repeated: by its method, by a
+// key it carries or is given (WithIdempotencyKeys), or by its declaration.
+func (k *call) key(method string) {
+	c, req := k.c, k.req
+	// A request declared unsafe (NotIdempotent) is repeated only with a
+	// key, whatever its method. One declared safe (Idempotent,
+	// WithIdempotentIf) needs no key, and gets none: its declaration is
+	// asked first.
+	idem := idempotentMethod(method) && !c.notIdempotent
+	k.keyed = hasIdempotencyKey(req.Header, !idem)
+	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
+	if !k.keyed && !declared && c.keyMethods.has(method) {
+		k.header = req.Header.Clone()
+		k.header.Set(HeaderIdempotencyKey, c.keyGen())
+		k.keyed = true
 	}
-	return cs, err
-}
-
-// nextBody returns the body of the next attempt.
-func (k *call) nextBody() (io.ReadCloser, error) {
-	switch k.body.mode {
-	case bodyGetBody:
-		return k.req.GetBody()
-	case bodyBuffered:
-		return replay.NewReader(k.body.buf), nil
-	case bodyTee:
-		cs, err := k.body.tee.Rest(k.ctx)
-		cs, err = sized(cs, err, k.req.ContentLength)
-		if err != nil {
-			return nil, err
-		}
-		k.body.buf, k.body.mode = cs, bodyBuffered
-		return replay.NewReader(cs), nil
-	}
-	return k.req.Body, nil
-}
-
-func closeBody(b io.ReadCloser) {
-	if b != nil {
-		b.Close()
-	}
+	k.replayable = k.keyed || declared || idem
 }
 
 // attempt sends attempt n with the given body and classifies what it ended
@@ -257,44 +206,11 @@ type prepared struct {
 // goroutine of RoundTrip, hedged copies included, so that the hook does.
 func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bool) (a prepared) {
 	c, req := k.c, k.req
-	ctx := base
-	if g := k.sent.gotConn; g != nil {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			GotConn: func(httptrace.GotConnInfo) { g.Store(true) },
-		})
-	}
-	var m *ownedRequest // with markOwner, the mark and a.r in one allocation
-	if c.rotate {
-		if k.tried == nil {
-			k.tried = new(rotation.Tried)
-		}
-		ctx = rotation.WithTried(ctx, k.tried) // hedged copies share it
-	}
-	if c.markOwner {
-		m = markOwned(ctx)
-		ctx = &m.ctx
-	}
+	ctx, m := k.attemptContext(base)
 	if c.perAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
-	header := k.header
-	if c.attemptHeader != "" || c.deadlineHeader != "" || c.attemptHook != nil {
-		// A fresh map for each attempt: the base may still be reading the
-		// previous attempt's headers.
-		if header == nil {
-			header = req.Header
-		}
-		header = header.Clone()
-		if c.attemptHeader != "" {
-			header.Set(c.attemptHeader, c.attemptValueFor(n, c.maxAttempts))
-		}
-		if c.deadlineHeader != "" {
-			if left, ok := k.timeLeft(); ok {
-				// Rounded up: "0" would say no time at all is left.
-				header.Set(c.deadlineHeader, strconv.FormatInt(int64((left+time.Millisecond-1)/time.Millisecond), 10))
-			}
-		}
-	}
+	header := k.attemptHeader(n)
 	if c.attemptHook != nil {
 		var hctx context.Context
 		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
@@ -317,6 +233,59 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 	return a
 }
 
+// attemptContext is an attempt's context under base: with the trace that
+// tells whether it was sent, the addresses its request tried
+// (WithAddressRotation), and the mark that an outer Transport owns its
+// retries (with markOwner: m holds the mark and the attempt's request, in
+// one allocation).
+func (k *call) attemptContext(base context.Context) (ctx context.Context, m *ownedRequest) {
+	c := k.c
+	ctx = base
+	if g := k.sent.gotConn; g != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GotConn: func(httptrace.GotConnInfo) { g.Store(true) },
+		})
+	}
+	if c.rotate {
+		if k.tried == nil {
+			k.tried = new(rotation.Tried)
+		}
+		ctx = rotation.WithTried(ctx, k.tried) // hedged copies share it
+	}
+	if c.markOwner {
+		m = markOwned(ctx)
+		ctx = &m.ctx
+	}
+	return ctx, m
+}
+
+// attemptHeader is attempt n's header, if it differs from the request's:
+// the injected key's, with WithAttemptHeader's and WithDeadlineHeader's
+// values; nil if it does not.
+func (k *call) attemptHeader(n int) http.Header {
+	c, header := k.c, k.header
+	if c.attemptHeader == "" && c.deadlineHeader == "" && c.attemptHook == nil {
+		return header
+	}
+	// A fresh map for each attempt: the base may still be reading the
+	// previous attempt's headers.
+	if header == nil {
+		header = k.req.Header
+	}
+	header = header.Clone()
+	if c.attemptHeader != "" {
+		header.Set(c.attemptHeader, c.attemptValueFor(n, c.maxAttempts))
+	}
+	if c.deadlineHeader == "" {
+		return header
+	}
+	if left, ok := k.timeLeft(); ok {
+		// Rounded up: "0" would say no time at all is left.
+		header.Set(c.deadlineHeader, strconv.FormatInt(int64((left+time.Millisecond-1)/time.Millisecond), 10))
+	}
+	return header
+}
+
 // timeLeft is what is left of the smaller of the context's deadline and
 // the per-attempt timeout, at an attempt's start, if either is set.
 func (k *call) timeLeft() (time.Duration, bool) {
@@ -327,32 +296,6 @@ func (k *call) timeLeft() (time.Duration, bool) {
 		}
 	}
 	return max(left, 0), ok
-}
-
-// getBody is the GetBody of an attempt whose body is not the caller's.
-func (k *call) getBody() func() (io.ReadCloser, error) {
-	switch {
-	case k.body.mode == bodyBuffered:
-		buf := k.body.buf
-		return func() (io.ReadCloser, error) { return replay.NewReader(buf), nil }
-	case k.body.mode == bodyTee && !k.replayable:
-		// net/http resends a request that is not replayable only when
-		// the server cannot have processed it (nothing written on a
-		// reused connection, an HTTP/2 stream refused or beyond a
-		// GOAWAY), and only if it can rewind the body: let it, from
-		// what the tee keeps. A replayable request is resent by the
-		// loop instead, where the resend is counted.
-		tee, ctx, cl := k.body.tee, k.ctx, k.req.ContentLength
-		return func() (io.ReadCloser, error) {
-			cs, err := tee.Rewind(ctx)
-			cs, err = sized(cs, err, cl)
-			if err != nil {
-				return nil, err
-			}
-			return replay.NewReader(cs), nil
-		}
-	}
-	return k.req.GetBody
 }
 
 // transmit sends a prepared attempt through the base, under the

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/replay"
 )
 
 // bodyMode says how the request body reaches each attempt.
@@ -133,28 +135,35 @@ func detach(resp *http.Response, pool *memPool) {
 		want = min(want, resp.ContentLength)
 	}
 	got := pool.take(want)
-	b := &keptBody{end: io.EOF, pool: pool, n: got}
-	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
 	buf := make([]byte, got)
+	n, end := keepBody(resp, buf)
+	resp.Body.Close()
+	pool.put(got - int64(n))
+	b := &keptBody{end: end, pool: pool, n: int64(n)}
+	b.r.Reset(buf[:n])
+	resp.Body = b
+}
+
+// keepBody reads resp's body into buf, within drainTimeout, and says how
+// a reader of what it kept ends: io.EOF if it kept all of it,
+// ErrHeldBodyTruncated if there was more, or the read's error.
+func keepBody(resp *http.Response, buf []byte) (int, error) {
+	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	defer t.Stop()
 	n, err := io.ReadFull(resp.Body, buf)
 	switch {
 	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		err = nil // shorter than its share: all of it is kept
-	case err == nil && (resp.ContentLength < 0 || resp.ContentLength > got):
+		return n, io.EOF // shorter than its share: all of it is kept
+	case err != nil:
+		return n, err
+	}
+	if got := int64(len(buf)); resp.ContentLength < 0 || resp.ContentLength > got {
 		var one [1]byte
 		if m, _ := resp.Body.Read(one[:]); m > 0 || resp.ContentLength > got {
-			b.end = ErrHeldBodyTruncated
+			return n, ErrHeldBodyTruncated
 		}
 	}
-	t.Stop()
-	if err != nil {
-		b.end = err
-	}
-	resp.Body.Close()
-	pool.put(got - int64(n))
-	b.n = int64(n)
-	b.r.Reset(buf[:n])
-	resp.Body = b
+	return n, io.EOF
 }
 
 // cancelBody ends an attempt's context when the caller closes the body of
@@ -182,4 +191,93 @@ func wrapCancel(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadClose
 		return &cancelBodyWriter{cancelBody{body, cancel}, w}
 	}
 	return &cancelBody{body, cancel}
+}
+
+// bodyReplay is how the request body reaches each attempt.
+type bodyReplay struct {
+	mode bodyMode
+	buf  replay.Chunks
+	tee  *replay.Tee // the first attempt's body, while it is being kept
+}
+
+// firstBody decides how the request body reaches each attempt, and
+// returns the first attempt's.
+func (k *call) firstBody() io.ReadCloser {
+	c, req := k.c, k.req
+	first := req.Body
+	if req.Body == nil || req.Body == http.NoBody {
+		return first
+	}
+	switch {
+	case req.GetBody != nil:
+		k.body.mode = bodyGetBody
+	case c.maxAttempts == 1 || req.ContentLength > c.bodyLimit:
+		// Never retried, or too long to keep: sent once, as it is.
+		k.body.mode = bodyOnce
+	default:
+		// Kept while the first attempt sends it (internal/replay).
+		k.body.tee = replay.NewTee(req.Body, req.ContentLength, c.bodyLimit)
+		k.body.mode, first = bodyTee, k.body.tee
+	}
+	return first
+}
+
+// sized passes on a body, failing one that is not the length cl > 0 that
+// the request declares: no attempt can send it.
+func sized(cs replay.Chunks, err error, cl int64) (replay.Chunks, error) {
+	if err == nil && cl > 0 && cs.Size() != cl {
+		return nil, errLengthMismatch
+	}
+	return cs, err
+}
+
+// nextBody returns the body of the next attempt.
+func (k *call) nextBody() (io.ReadCloser, error) {
+	switch k.body.mode {
+	case bodyGetBody:
+		return k.req.GetBody()
+	case bodyBuffered:
+		return replay.NewReader(k.body.buf), nil
+	case bodyTee:
+		cs, err := k.body.tee.Rest(k.ctx)
+		cs, err = sized(cs, err, k.req.ContentLength)
+		if err != nil {
+			return nil, err
+		}
+		k.body.buf, k.body.mode = cs, bodyBuffered
+		return replay.NewReader(cs), nil
+	}
+	return k.req.Body, nil
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		b.Close()
+	}
+}
+
+// getBody is the GetBody of an attempt whose body is not the caller's.
+func (k *call) getBody() func() (io.ReadCloser, error) {
+	switch {
+	case k.body.mode == bodyBuffered:
+		buf := k.body.buf
+		return func() (io.ReadCloser, error) { return replay.NewReader(buf), nil }
+	case k.body.mode == bodyTee && !k.replayable:
+		// net/http resends a request that is not replayable only when
+		// the server cannot have processed it (nothing written on a
+		// reused connection, an HTTP/2 stream refused or beyond a
+		// GOAWAY), and only if it can rewind the body: let it, from
+		// what the tee keeps. A replayable request is resent by the
+		// loop instead, where the resend is counted.
+		tee, ctx, cl := k.body.tee, k.ctx, k.req.ContentLength
+		return func() (io.ReadCloser, error) {
+			cs, err := tee.Rewind(ctx)
+			cs, err = sized(cs, err, cl)
+			if err != nil {
+				return nil, err
+			}
+			return replay.NewReader(cs), nil
+		}
+	}
+	return k.req.GetBody
 }

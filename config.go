@@ -108,6 +108,18 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		budget:        NewBudget(defaultBudgetRatio, defaultBudgetPerSecond),
 		breaker:       &BreakerConfig{},
 	}
+	if err := c.validate(opts); err != nil {
+		return nil, err
+	}
+	if err := c.build(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// validate applies opts to c and checks what they say together: every
+// error, joined.
+func (c *config) validate(opts []Option) error {
 	var errs []error
 	for _, o := range opts {
 		if o == nil {
@@ -125,9 +137,12 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	case c.dialTimeout > 0 && c.base != nil:
 		errs = append(errs, optErr("WithDialTimeout (a policy's time_budget.connect_timeout_ms)", "sets the dial timeout of the base that New builds, but a base was given: pass a nil base, or set the timeout on your base's Dialer"))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	return errors.Join(errs...)
+}
+
+// build makes what a valid c needs to serve requests: its base, its
+// admission, its metrics and its operations' configs.
+func (c *config) build() error {
 	switch {
 	case c.base == nil && c.dialTimeout > 0:
 		c.base = dialingBase(c.dialTimeout)
@@ -136,7 +151,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 	}
 	if c.rotate {
 		if err := c.rotationBase(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	c.inner, c.markOwner = findInner(c.base)
@@ -154,7 +169,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		c.gate = admission.New(s)
 	}
 	c.operationConfigs()
-	return c, nil
+	return nil
 }
 
 // defaultConfig serves every zero Transport: one pooled base transport and

@@ -38,33 +38,26 @@ var giveUpReasons = [...]GiveUpReason{GiveUpUnsafeMethod, GiveUpBody, GiveUpAtte
 	GiveUpRetryAfter, GiveUpDeadline, GiveUpMaxElapsed, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen,
 	GiveUpThrottled, GiveUpQuota, GiveUpLimit}
 
+// phrases say each reason in words, for Error.Error.
+var phrases = map[GiveUpReason]string{
+	GiveUpUnsafeMethod: "the request is not idempotent and has no idempotency key",
+	GiveUpBody:         "the request body cannot be sent again",
+	GiveUpAttempts:     "no attempts left",
+	GiveUpRetryAfter:   "Retry-After asks for a longer wait than allowed",
+	GiveUpDeadline:     "the next wait would pass the context deadline",
+	GiveUpMaxElapsed:   "the next wait would pass the request's time limit",
+	GiveUpBudget:       "the host's retry budget is spent",
+	GiveUpBreaker:      "the retry was held by the breaker until its time ran out",
+	GiveUpCircuitOpen:  "the host's circuit is open",
+	GiveUpThrottled:    "the throttle refused it, as the host refuses many",
+	GiveUpQuota:        "the host's quota or rate would not allow it in time",
+	GiveUpLimit:        "no slot of the concurrency limit came free in time",
+}
+
 // phrase says the reason in words, for Error's text.
 func (r GiveUpReason) phrase() string {
-	switch r {
-	case GiveUpUnsafeMethod:
-		return "the request is not idempotent and has no idempotency key"
-	case GiveUpBody:
-		return "the request body cannot be sent again"
-	case GiveUpAttempts:
-		return "no attempts left"
-	case GiveUpRetryAfter:
-		return "Retry-After asks for a longer wait than allowed"
-	case GiveUpDeadline:
-		return "the next wait would pass the context deadline"
-	case GiveUpMaxElapsed:
-		return "the next wait would pass the request's time limit"
-	case GiveUpBudget:
-		return "the host's retry budget is spent"
-	case GiveUpBreaker:
-		return "the retry was held by the breaker until its time ran out"
-	case GiveUpCircuitOpen:
-		return "the host's circuit is open"
-	case GiveUpThrottled:
-		return "the throttle refused it, as the host refuses many"
-	case GiveUpQuota:
-		return "the host's quota or rate would not allow it in time"
-	case GiveUpLimit:
-		return "no slot of the concurrency limit came free in time"
+	if p, ok := phrases[r]; ok {
+		return p
 	}
 	return string(r)
 }

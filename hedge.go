@@ -87,59 +87,84 @@ type copyResult struct {
 // hedged sends the first attempt, and copies of it while it is slow to
 // answer, and returns the first answer worth returning.
 func (k *call) hedged(body io.ReadCloser) result {
+	delay, ok := k.hedgeDelay()
+	if !ok {
+		return k.unhedged(body)
+	}
+	h := hedging{results: make(chan copyResult, 1+k.c.hedge.MaxExtra)}
+	defer h.finish(k)
+	h.launch(k, body)
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case cr := <-h.results:
+			if r, done := h.received(k, cr); done {
+				return r
+			}
+		case <-timer.C:
+			if h.another(k) {
+				timer.Reset(delay)
+			}
+		}
+	}
+}
+
+// hedgeDelay is how long a first attempt may go unanswered before a copy
+// is sent: HedgeConfig.Delay, or the host's percentile; ok is false when
+// no copy may go (no delay known yet, a request that may not be repeated,
+// or a body that only a tee could replay).
+func (k *call) hedgeDelay() (time.Duration, bool) {
 	c, cfg := k.c, k.c.hedge
 	delay := cfg.Delay
 	if delay == 0 {
 		delay = k.t.Latencies().Percentile(cfg.Percentile)
 	}
-	if delay <= 0 || c.maxAttempts < 2 || !k.replayable || (k.body.mode != bodyNone && k.body.mode != bodyGetBody) {
-		return k.unhedged(body)
+	return delay, delay > 0 && c.maxAttempts >= 2 && k.replayable && (k.body.mode == bodyNone || k.body.mode == bodyGetBody)
+}
+
+// received takes a copy's result: the first answer worth returning wins
+// (done), as does the last copy's; a failure worth retrying is kept while
+// other copies are out. A copy's panic is the caller's.
+func (h *hedging) received(k *call, cr copyResult) (result, bool) {
+	h.pending--
+	if cr.panicked != nil {
+		h.dropLast(k)
+		h.finish(k)
+		panic(cr.panicked)
 	}
-	h := hedging{results: make(chan copyResult, 1+cfg.MaxExtra)}
-	defer h.finish(k)
-	h.launch(k, body)
-	timer := time.NewTimer(delay)
-	defer timer.Stop()
-	var last *copyResult
-	var lastR result
-	for {
-		select {
-		case cr := <-h.results:
-			h.pending--
-			if cr.panicked != nil {
-				if last != nil {
-					k.dropCopy(*last, lastR)
-				}
-				h.finish(k)
-				panic(cr.panicked)
-			}
-			r := k.classify(cr.resp, cr.err, cr.timedOut)
-			if (r.err == nil && !r.retryable) || h.pending == 0 {
-				if last != nil {
-					k.dropCopy(*last, lastR)
-				}
-				return h.keep(k, cr, r)
-			}
-			// A failure worth retrying while other copies are out: keep
-			// it, and wait for them.
-			if last != nil {
-				k.dropCopy(*last, lastR)
-			}
-			last, lastR = &cr, r
-		case <-timer.C:
-			if h.extra >= cfg.MaxExtra || !c.gate.MayHedge(&k.t) {
-				continue
-			}
-			next, err := k.nextBody()
-			if err != nil {
-				continue
-			}
-			h.extra++
-			c.metrics.hedge()
-			h.launch(k, next)
-			timer.Reset(delay)
-		}
+	r := k.classify(cr.resp, cr.err, cr.timedOut)
+	h.dropLast(k)
+	if (r.err == nil && !r.retryable) || h.pending == 0 {
+		return h.keep(k, cr, r), true
 	}
+	h.last, h.lastR, h.hasLast = cr, r, true
+	return result{}, false
+}
+
+// dropLast lets go of the failure kept, if any.
+func (h *hedging) dropLast(k *call) {
+	if h.hasLast {
+		k.dropCopy(h.last, h.lastR)
+		h.hasLast = false
+	}
+}
+
+// another sends another copy, if the limit, admission and the body let
+// it go.
+func (h *hedging) another(k *call) bool {
+	c := k.c
+	if h.extra >= c.hedge.MaxExtra || !c.gate.MayHedge(&k.t) {
+		return false
+	}
+	next, err := k.nextBody()
+	if err != nil {
+		return false
+	}
+	h.extra++
+	c.metrics.hedge()
+	h.launch(k, next)
+	return true
 }
 
 // unhedged sends a first attempt that is not hedged, and records its
@@ -161,6 +186,9 @@ type hedging struct {
 	results        chan copyResult
 	cancels        []context.CancelCauseFunc
 	pending, extra int
+	last           copyResult // a failure worth retrying, kept while other copies are out
+	lastR          result
+	hasLast        bool
 }
 
 // launch prepares a copy on the goroutine of RoundTrip and sends it

@@ -64,34 +64,9 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 	}
 	var ps []Policy
 	for _, d := range docs {
-		p, err := ParsePolicy(d.raw)
-		if err == nil && d.key != "" {
-			if p.doc.Dependency == "" {
-				p.doc.Dependency = d.key
-			} else if p.doc.Dependency != d.key {
-				err = fieldErr("dependency", "%q under the key %q", p.doc.Dependency, d.key)
-			}
-		}
-		if err == nil && p.doc.Dependency == "" {
-			err = fieldErr("dependency", "missing: name the dependency the policy is for")
-		}
-		if err == nil {
-			_, err = p.Options() // the error names the field
-			var fe *strictjson.FieldError
-			if errors.As(err, &fe) && fe.At < 0 {
-				fe.At = strictjson.KeyOffset(d.raw, fe.Field)
-			}
-		}
+		p, err := loadOne(d, data)
 		if err != nil {
-			var fe *strictjson.FieldError
-			if !errors.As(err, &fe) || fe.At < 0 {
-				// Not located in the file: say where the policy is.
-				err = fmt.Errorf("%w (the policy starts at %s)", err, strictjson.LineCol(data, d.start))
-			}
-			if name := cmp.Or(p.doc.Dependency, d.key, dependencyOf(d.raw)); name != "" {
-				return nil, fmt.Errorf("retryhttp: policy %q: %w", name, strictjson.Located(err, data, d.start))
-			}
-			return nil, fmt.Errorf("retryhttp: a policy without a dependency: %w", strictjson.Located(err, data, d.start))
+			return nil, err
 		}
 		ps = append(ps, p)
 	}
@@ -103,6 +78,53 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		return nil, fmt.Errorf("%w (the policy at %s)", err, strictjson.LineCol(data, docs[at].start))
 	}
 	return grouped, nil
+}
+
+// loadOne reads the policy of document d, found in data, and checks it:
+// an error names its dependency and says where it is.
+func loadOne(d document, data []byte) (Policy, error) {
+	p, err := ParsePolicy(d.raw)
+	if err == nil {
+		err = p.checkIn(d)
+	}
+	if err != nil {
+		return Policy{}, placed(err, p, d, data)
+	}
+	return p, nil
+}
+
+// checkIn checks p, the policy of document d: its dependency, the key it
+// is under, and its Options, whose error is located in d.
+func (p *Policy) checkIn(d document) error {
+	switch {
+	case d.key != "" && p.doc.Dependency == "":
+		p.doc.Dependency = d.key
+	case d.key != "" && p.doc.Dependency != d.key:
+		return fieldErr("dependency", "%q under the key %q", p.doc.Dependency, d.key)
+	}
+	if p.doc.Dependency == "" {
+		return fieldErr("dependency", "missing: name the dependency the policy is for")
+	}
+	_, err := p.Options() // the error names the field
+	var fe *strictjson.FieldError
+	if errors.As(err, &fe) && fe.At < 0 {
+		fe.At = strictjson.KeyOffset(d.raw, fe.Field)
+	}
+	return err
+}
+
+// placed is err, about policy p of document d in data, with the policy's
+// dependency, and where in data it is: at its field, or where the policy
+// starts.
+func placed(err error, p Policy, d document, data []byte) error {
+	var fe *strictjson.FieldError
+	if !errors.As(err, &fe) || fe.At < 0 {
+		err = fmt.Errorf("%w (the policy starts at %s)", err, strictjson.LineCol(data, d.start))
+	}
+	if name := cmp.Or(p.doc.Dependency, d.key, dependencyOf(d.raw)); name != "" {
+		return fmt.Errorf("retryhttp: policy %q: %w", name, strictjson.Located(err, data, d.start))
+	}
+	return fmt.Errorf("retryhttp: a policy without a dependency: %w", strictjson.Located(err, data, d.start))
 }
 
 // NewPolicies groups policies (from ParsePolicy, each of one dependency)
@@ -125,56 +147,79 @@ func NewPolicies(docs ...Policy) (Policies, error) {
 
 // group is NewPolicies, and the index of the policy an error is about.
 func group(docs []Policy) (Policies, int, error) {
-	ps := Policies{}
-	own := map[string]int{}   // the index of the dependency's own policy, without a match
-	ops := map[string][]int{} // the indexes of its operations
+	g := grouping{ps: Policies{}, own: map[string]int{}, ops: map[string][]int{}}
 	for i, p := range docs {
-		d := p.doc
-		if d.Dependency == "" {
-			return nil, i, errors.New("retryhttp: a policy has no dependency: name the dependency it is for")
-		}
-		if len(p.ops) > 0 {
-			return nil, i, fmt.Errorf("retryhttp: policy %q is already grouped with its operations: give each policy once", d.Dependency)
-		}
-		q := ps[d.Dependency]
-		_, hasOwn := own[d.Dependency]
-		switch {
-		case d.Match != "":
-			q.doc.Dependency = d.Dependency
-			q.ops = append(q.ops, d)
-			ops[d.Dependency] = append(ops[d.Dependency], i)
-		case hasOwn:
-			return nil, i, fmt.Errorf("retryhttp: dependency %q is written twice without a match: give each of its operations a match (\"GET /parties/*\")", d.Dependency)
-		default:
-			own[d.Dependency] = i
-			q.doc = d
-		}
-		ps[d.Dependency] = q
-	}
-	for _, name := range sortedKeys(ps) {
-		p := ps[name]
-		at, hasOwn := own[name]
-		if !hasOwn {
-			// Operations alone: what applies to the Transport as a whole
-			// is what the first of them that says it says.
-			at = ops[name][0]
-			for j, op := range p.ops {
-				if op.transportKey() != "" {
-					p.doc, at = op.transportPart(), ops[name][j]
-					break
-				}
-			}
-			ps[name] = p
-		}
-		if _, err := p.Options(); err != nil {
-			var oe *opError
-			if errors.As(err, &oe) {
-				at = ops[name][oe.index]
-			}
-			return nil, at, fmt.Errorf("retryhttp: policy %q: %w", name, err)
+		if err := g.add(i, p); err != nil {
+			return nil, i, err
 		}
 	}
-	return ps, -1, nil
+	for _, name := range sortedKeys(g.ps) {
+		if at, err := g.check(name); err != nil {
+			return nil, at, err
+		}
+	}
+	return g.ps, -1, nil
+}
+
+// grouping is the policies given to group, grouped so far by dependency.
+type grouping struct {
+	ps  Policies
+	own map[string]int   // the index of the dependency's own policy, without a match
+	ops map[string][]int // the indexes of its operations
+}
+
+// add groups p, the policy at index i: the dependency's own, or one of
+// its operations.
+func (g *grouping) add(i int, p Policy) error {
+	d := p.doc
+	if d.Dependency == "" {
+		return errors.New("retryhttp: a policy has no dependency: name the dependency it is for")
+	}
+	if len(p.ops) > 0 {
+		return fmt.Errorf("retryhttp: policy %q is already grouped with its operations: give each policy once", d.Dependency)
+	}
+	q := g.ps[d.Dependency]
+	_, hasOwn := g.own[d.Dependency]
+	switch {
+	case d.Match != "":
+		q.doc.Dependency = d.Dependency
+		q.ops = append(q.ops, d)
+		g.ops[d.Dependency] = append(g.ops[d.Dependency], i)
+	case hasOwn:
+		return fmt.Errorf("retryhttp: dependency %q is written twice without a match: give each of its operations a match (\"GET /parties/*\")", d.Dependency)
+	default:
+		g.own[d.Dependency] = i
+		q.doc = d
+	}
+	g.ps[d.Dependency] = q
+	return nil
+}
+
+// check checks the policies of dependency name, and says the index of the
+// one an error is about.
+func (g *grouping) check(name string) (int, error) {
+	p := g.ps[name]
+	at, hasOwn := g.own[name]
+	if !hasOwn {
+		// Operations alone: what applies to the Transport as a whole
+		// is what the first of them that says it says.
+		at = g.ops[name][0]
+		for j, op := range p.ops {
+			if op.transportKey() != "" {
+				p.doc, at = op.transportPart(), g.ops[name][j]
+				break
+			}
+		}
+		g.ps[name] = p
+	}
+	if _, err := p.Options(); err != nil {
+		var oe *opError
+		if errors.As(err, &oe) {
+			at = g.ops[name][oe.index]
+		}
+		return at, fmt.Errorf("retryhttp: policy %q: %w", name, err)
+	}
+	return -1, nil
 }
 
 // A document is one policy's JSON in a file: its key in an object of
@@ -261,32 +306,41 @@ func keyed(dec *json.Decoder, data []byte) ([]document, error) {
 			return nil, fmt.Errorf("%s: dependency %q is written twice", strictjson.LineCol(data, dec.InputOffset()), name)
 		}
 		seen[name] = true
-		start := strictjson.OffsetOf(data, dec.InputOffset())
-		if start < int64(len(data)) && data[start] == '[' {
-			if _, err := dec.Token(); err != nil {
-				return nil, strictjson.Located(err, data, 0)
-			}
-			ops, err := list(dec, data, name)
-			if err != nil {
-				return nil, fmt.Errorf("dependency %q: %w", name, err)
-			}
-			docs = append(docs, ops...)
-			continue
+		ds, err := keyedValue(dec, data, name, keyAt)
+		if err != nil {
+			return nil, err
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("dependency %q: %w", name, strictjson.Located(err, data, start))
-		}
-		if hint := policySchema.DidYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
-			// A scalar where a policy should be, under a key a letter
-			// or two from a field: one policy with a typo in its key,
-			// not an object of policies.
-			return nil, strictjson.Located(&strictjson.FieldError{Field: strictjson.Quoted(name), Msg: "not a field of the policy" + hint, At: keyAt}, data, 0)
-		}
-		docs = append(docs, document{name, v, start})
+		docs = append(docs, ds...)
 	}
 	_, err := dec.Token() // '}'
 	return docs, strictjson.Located(err, data, 0)
+}
+
+// keyedValue reads the policies of dependency name, its key at keyAt: a
+// list of its operations' policies, or one.
+func keyedValue(dec *json.Decoder, data []byte, name string, keyAt int64) ([]document, error) {
+	start := strictjson.OffsetOf(data, dec.InputOffset())
+	if start < int64(len(data)) && data[start] == '[' {
+		if _, err := dec.Token(); err != nil {
+			return nil, strictjson.Located(err, data, 0)
+		}
+		ops, err := list(dec, data, name)
+		if err != nil {
+			return nil, fmt.Errorf("dependency %q: %w", name, err)
+		}
+		return ops, nil
+	}
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("dependency %q: %w", name, strictjson.Located(err, data, start))
+	}
+	if hint := policySchema.DidYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
+		// A scalar where a policy should be, under a key a letter
+		// or two from a field: one policy with a typo in its key,
+		// not an object of policies.
+		return nil, strictjson.Located(&strictjson.FieldError{Field: strictjson.Quoted(name), Msg: "not a field of the policy" + hint, At: keyAt}, data, 0)
+	}
+	return []document{{name, v, start}}, nil
 }
 
 // list reads the policies of a list, after its '['.

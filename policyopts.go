@@ -131,25 +131,9 @@ func (r *retrySpec) backoff() (string, Backoff, error) {
 	if !ok {
 		return "retry.backoff", nil, fmt.Errorf("%q is not one of exponential_full_jitter, exponential_equal_jitter, decorrelated_jitter, exponential, constant", name)
 	}
-	base, maxd := defaultBackoffBase, time.Duration(0)
-	var err error
-	if r.InitialDelayMS != nil {
-		if base, err = millis("retry.initial_delay_ms", *r.InitialDelayMS); err != nil {
-			return "retry.initial_delay_ms", nil, err
-		}
-	}
-	if r.MaxDelayMS != nil {
-		if maxd, err = millis("retry.max_delay_ms", *r.MaxDelayMS); err != nil {
-			return "retry.max_delay_ms", nil, err
-		}
-	} else {
-		maxd = max(defaultBackoffMax, base)
-	}
-	if name == "constant" {
-		if r.MaxDelayMS != nil {
-			return "retry.max_delay_ms", nil, errors.New("set, but a constant backoff has no cap: leave it out")
-		}
-		maxd = base // a constant has no cap
+	base, maxd, field, err := r.delays(name == "constant")
+	if err != nil {
+		return field, nil, err
 	}
 	if err := baseErr(kind.fn, base, maxd); err != nil {
 		field := "retry.initial_delay_ms"
@@ -158,14 +142,44 @@ func (r *retrySpec) backoff() (string, Backoff, error) {
 		}
 		return field, nil, err
 	}
-	field := "retry.backoff"
-	if r.Backoff == nil {
-		field = "retry.initial_delay_ms"
-		if r.InitialDelayMS == nil {
-			field = "retry.max_delay_ms"
+	return r.backoffField(), kind.make(base, maxd), nil
+}
+
+// delays are the backoff's base and cap, from retry.initial_delay_ms and
+// retry.max_delay_ms (a constant has no cap); field names the field an
+// error is about.
+func (r *retrySpec) delays(constant bool) (base, maxd time.Duration, field string, err error) {
+	base = defaultBackoffBase
+	if r.InitialDelayMS != nil {
+		if base, err = millis("retry.initial_delay_ms", *r.InitialDelayMS); err != nil {
+			return 0, 0, "retry.initial_delay_ms", err
 		}
 	}
-	return field, kind.make(base, maxd), nil
+	maxd = max(defaultBackoffMax, base)
+	if r.MaxDelayMS != nil {
+		if maxd, err = millis("retry.max_delay_ms", *r.MaxDelayMS); err != nil {
+			return 0, 0, "retry.max_delay_ms", err
+		}
+	}
+	switch {
+	case constant && r.MaxDelayMS != nil:
+		return 0, 0, "retry.max_delay_ms", errors.New("set, but a constant backoff has no cap: leave it out")
+	case constant:
+		maxd = base // a constant has no cap
+	}
+	return base, maxd, "", nil
+}
+
+// backoffField is the field that says the backoff: retry.backoff, or the
+// delay that sets it.
+func (r *retrySpec) backoffField() string {
+	switch {
+	case r.Backoff != nil:
+		return "retry.backoff"
+	case r.InitialDelayMS != nil:
+		return "retry.initial_delay_ms"
+	}
+	return "retry.max_delay_ms"
 }
 
 // timeOptions: time_budget.read_timeout_ms and caller_deadline_ms.
@@ -211,36 +225,13 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	if s == nil {
 		return nil, nil
 	}
-	idempotent := s.Idempotent != nil && *s.Idempotent
-	if !idempotent && s.SideEffect != nil && !*s.SideEffect {
-		return nil, fieldErr("semantic_safety.side_effect", "false, but idempotent is not true: a request without a side effect is idempotent (write idempotent: true)")
-	}
-	var rs routes
-	if len(s.IdempotentRequests) > 0 {
-		var err error
-		if rs, err = parseRoutes(s.IdempotentRequests); err != nil {
-			return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
-		}
+	decl, err := s.declaration(op)
+	if err != nil {
+		return nil, err
 	}
 	var fos []fieldOption
-	switch {
-	case !idempotent && s.SideEffect != nil && *s.SideEffect:
-		if len(s.IdempotentRequests) > 0 {
-			return nil, fieldErr("semantic_safety.idempotent_requests", "declares requests safe, but side_effect: true without idempotent: true declares every request unsafe: keep one")
-		}
-		fos = append(fos, fieldOption{"semantic_safety.side_effect", notIdempotentOption()})
-	case idempotent:
-		fos = append(fos, fieldOption{"semantic_safety.idempotent", WithIdempotentIf(alwaysSafe)})
-	case len(rs) > 0:
-		fos = append(fos, fieldOption{"semantic_safety.idempotent_requests", WithIdempotentIf(rs.match)})
-	case op && s.Idempotent != nil:
-		// An operation's idempotent: false (without side_effect: true)
-		// undoes the dependency's declaration, either way; a section that
-		// says nothing of it (idempotency_keys alone) keeps it.
-		fos = append(fos, fieldOption{"semantic_safety.idempotent", option("WithIdempotentIf", func(c *config) error {
-			c.declaredSafe, c.notIdempotent = nil, false
-			return nil
-		})})
+	if decl.o != nil {
+		fos = append(fos, decl)
 	}
 	if s.IdempotencyKeys != nil {
 		fos = append(fos, fieldOption{"semantic_safety.idempotency_keys", WithIdempotencyKeys(s.IdempotencyKeys...)})
@@ -250,6 +241,57 @@ func (d *policyDoc) safetyOptions(op bool) ([]fieldOption, error) {
 	}
 	return fos, nil
 }
+
+// declaration is the option of what the section declares of the requests:
+// every one unsafe (side_effect: true), safe (idempotent, or those of
+// idempotent_requests), or, in an operation, neither; none if it says
+// nothing of it.
+func (s *semanticSafety) declaration(op bool) (fieldOption, error) {
+	rs, err := s.routes()
+	if err != nil {
+		return fieldOption{}, err
+	}
+	switch {
+	case s.unsafe():
+		return fieldOption{"semantic_safety.side_effect", notIdempotentOption()}, nil
+	case isTrue(s.Idempotent):
+		return fieldOption{"semantic_safety.idempotent", WithIdempotentIf(alwaysSafe)}, nil
+	case len(rs) > 0:
+		return fieldOption{"semantic_safety.idempotent_requests", WithIdempotentIf(rs.match)}, nil
+	case op && s.Idempotent != nil:
+		// An operation's idempotent: false (without side_effect: true)
+		// undoes the dependency's declaration, either way; a section that
+		// says nothing of it (idempotency_keys alone) keeps it.
+		return fieldOption{"semantic_safety.idempotent", option("WithIdempotentIf", func(c *config) error {
+			c.declaredSafe, c.notIdempotent = nil, false
+			return nil
+		})}, nil
+	}
+	return fieldOption{}, nil
+}
+
+// unsafe reports whether the section declares every request unsafe:
+// side_effect: true, without idempotent: true.
+func (s *semanticSafety) unsafe() bool { return !isTrue(s.Idempotent) && isTrue(s.SideEffect) }
+
+// routes are the requests that the section declares safe, once its
+// fields are checked against each other.
+func (s *semanticSafety) routes() (routes, error) {
+	if !isTrue(s.Idempotent) && s.SideEffect != nil && !*s.SideEffect {
+		return nil, fieldErr("semantic_safety.side_effect", "false, but idempotent is not true: a request without a side effect is idempotent (write idempotent: true)")
+	}
+	rs, err := parseRoutes(s.IdempotentRequests)
+	switch {
+	case err != nil:
+		return nil, fieldErr("semantic_safety.idempotent_requests", "%v", err)
+	case s.unsafe() && len(rs) > 0:
+		return nil, fieldErr("semantic_safety.idempotent_requests", "declares requests safe, but side_effect: true without idempotent: true declares every request unsafe: keep one")
+	}
+	return rs, nil
+}
+
+// isTrue reports whether a field is given, and true.
+func isTrue(b *bool) bool { return b != nil && *b }
 
 // observabilityOptions: the observability section.
 func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
@@ -264,6 +306,18 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 		}
 		fos = append(fos, fieldOption{"observability.tag_dependency", WithName(d.Dependency)})
 	}
+	fos = append(fos, ob.needs()...)
+	hs, err := ob.headerOptions()
+	if err != nil {
+		return nil, err
+	}
+	return append(fos, hs...), nil
+}
+
+// needs are what emit_attempt_metric and trace_attempts say: that the
+// Transport needs Metrics or an attempt hook (true), or none (false).
+func (ob *observability) needs() []fieldOption {
+	var fos []fieldOption
 	if ob.EmitAttemptMetric != nil {
 		on := *ob.EmitAttemptMetric
 		fos = append(fos, fieldOption{"observability.emit_attempt_metric", option("WithMetrics", func(c *config) error {
@@ -284,6 +338,12 @@ func (d *policyDoc) observabilityOptions() ([]fieldOption, error) {
 			return nil
 		})})
 	}
+	return fos
+}
+
+// headerOptions are the attempt's and the deadline's headers.
+func (ob *observability) headerOptions() ([]fieldOption, error) {
+	var fos []fieldOption
 	switch {
 	case ob.AttemptHeader != nil:
 		value := "{attempt}"

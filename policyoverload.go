@@ -89,35 +89,59 @@ func (d *policyDoc) overloadOptions() ([]fieldOption, error) {
 	if o.ThrottleRatio != nil {
 		fos = append(fos, fieldOption{"overload.throttle_ratio", WithThrottle(*o.ThrottleRatio)})
 	}
+	for _, pacer := range [...]func() (fieldOption, error){o.limitOption, o.quotaOption, o.rateOption} {
+		fo, err := pacer()
+		if err != nil {
+			return nil, err
+		}
+		if fo.o != nil {
+			fos = append(fos, fo)
+		}
+	}
+	return fos, nil
+}
+
+// limitOption is the concurrency limit's, if the section sets one.
+func (o *overloadSpec) limitOption() (fieldOption, error) {
 	switch {
 	case o.ConcurrencyMax != nil:
 		lo := *o.ConcurrencyMax
 		if o.ConcurrencyMin != nil {
 			lo = *o.ConcurrencyMin
 		}
-		fos = append(fos, fieldOption{"overload.concurrency_min, overload.concurrency_max", WithConcurrencyLimit(lo, *o.ConcurrencyMax)})
+		return fieldOption{"overload.concurrency_min, overload.concurrency_max", WithConcurrencyLimit(lo, *o.ConcurrencyMax)}, nil
 	case o.ConcurrencyMin != nil:
-		return nil, fieldErr("overload.concurrency_min", "set, but concurrency_max is not: give the largest limit")
+		return fieldOption{}, fieldErr("overload.concurrency_min", "set, but concurrency_max is not: give the largest limit")
 	}
+	return fieldOption{}, nil
+}
+
+// quotaOption is quota pacing's, if the section sets it.
+func (o *overloadSpec) quotaOption() (fieldOption, error) {
 	switch {
 	case o.QuotaMaxWaitMS != nil:
 		wait, err := millis("overload.quota_max_wait_ms", *o.QuotaMaxWaitMS)
 		if err != nil {
-			return nil, err
+			return fieldOption{}, err
 		}
-		fos = append(fos, fieldOption{"overload.quota_max_wait_ms", WithQuotaPacing(wait, o.QuotaSpread != nil && *o.QuotaSpread)})
+		return fieldOption{"overload.quota_max_wait_ms", WithQuotaPacing(wait, o.QuotaSpread != nil && *o.QuotaSpread)}, nil
 	case o.QuotaSpread != nil:
-		return nil, fieldErr("overload.quota_spread", "set, but quota_max_wait_ms is not: give the longest wait for a quota")
+		return fieldOption{}, fieldErr("overload.quota_spread", "set, but quota_max_wait_ms is not: give the longest wait for a quota")
 	}
+	return fieldOption{}, nil
+}
+
+// rateOption is the static rate's, if the section sets one.
+func (o *overloadSpec) rateOption() (fieldOption, error) {
 	switch {
 	case o.RatePerSecond != nil:
 		burst := 1
 		if o.RateBurst != nil {
 			burst = *o.RateBurst
 		}
-		fos = append(fos, fieldOption{"overload.rate_per_second, overload.rate_burst", WithRateLimit(*o.RatePerSecond, burst)})
+		return fieldOption{"overload.rate_per_second, overload.rate_burst", WithRateLimit(*o.RatePerSecond, burst)}, nil
 	case o.RateBurst != nil:
-		return nil, fieldErr("overload.rate_burst", "set, but rate_per_second is not: give the rate")
+		return fieldOption{}, fieldErr("overload.rate_burst", "set, but rate_per_second is not: give the rate")
 	}
-	return fos, nil
+	return fieldOption{}, nil
 }
