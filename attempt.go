@@ -93,7 +93,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		// agree.
 		k.sent = sentTrace{gotConn: new(atomic.Bool), alone: c.plainBase}
 	}
-	return k.firstBody()
+	return k.body.first(req, c.maxAttempts, c.bodyLimit)
 }
 
 // key decides whether the request may be repeated: by its method, by a
@@ -228,7 +228,7 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 		if header != nil {
 			a.r.Header = header
 		}
-		a.r.GetBody = k.getBody()
+		a.r.GetBody = k.body.getBody(k.ctx, req, k.replayable)
 	}
 	return a
 }

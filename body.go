@@ -200,24 +200,23 @@ type bodyReplay struct {
 	tee  *replay.Tee // the first attempt's body, while it is being kept
 }
 
-// firstBody decides how the request body reaches each attempt, and
+// first decides how the request body reaches each attempt, and
 // returns the first attempt's.
-func (k *call) firstBody() io.ReadCloser {
-	c, req := k.c, k.req
+func (b *bodyReplay) first(req *http.Request, maxAttempts int, limit int64) io.ReadCloser {
 	first := req.Body
 	if req.Body == nil || req.Body == http.NoBody {
 		return first
 	}
 	switch {
 	case req.GetBody != nil:
-		k.body.mode = bodyGetBody
-	case c.maxAttempts == 1 || req.ContentLength > c.bodyLimit:
+		b.mode = bodyGetBody
+	case maxAttempts == 1 || req.ContentLength > limit:
 		// Never retried, or too long to keep: sent once, as it is.
-		k.body.mode = bodyOnce
+		b.mode = bodyOnce
 	default:
 		// Kept while the first attempt sends it (internal/replay).
-		k.body.tee = replay.NewTee(req.Body, req.ContentLength, c.bodyLimit)
-		k.body.mode, first = bodyTee, k.body.tee
+		b.tee = replay.NewTee(req.Body, req.ContentLength, limit)
+		b.mode, first = bodyTee, b.tee
 	}
 	return first
 }
@@ -231,23 +230,23 @@ func sized(cs replay.Chunks, err error, cl int64) (replay.Chunks, error) {
 	return cs, err
 }
 
-// nextBody returns the body of the next attempt.
-func (k *call) nextBody() (io.ReadCloser, error) {
-	switch k.body.mode {
+// next returns the body of the next attempt.
+func (b *bodyReplay) next(ctx context.Context, req *http.Request) (io.ReadCloser, error) {
+	switch b.mode {
 	case bodyGetBody:
-		return k.req.GetBody()
+		return req.GetBody()
 	case bodyBuffered:
-		return replay.NewReader(k.body.buf), nil
+		return replay.NewReader(b.buf), nil
 	case bodyTee:
-		cs, err := k.body.tee.Rest(k.ctx)
-		cs, err = sized(cs, err, k.req.ContentLength)
+		cs, err := b.tee.Rest(ctx)
+		cs, err = sized(cs, err, req.ContentLength)
 		if err != nil {
 			return nil, err
 		}
-		k.body.buf, k.body.mode = cs, bodyBuffered
+		b.buf, b.mode = cs, bodyBuffered
 		return replay.NewReader(cs), nil
 	}
-	return k.req.Body, nil
+	return req.Body, nil
 }
 
 func closeBody(b io.ReadCloser) {
@@ -257,19 +256,19 @@ func closeBody(b io.ReadCloser) {
 }
 
 // getBody is the GetBody of an attempt whose body is not the caller's.
-func (k *call) getBody() func() (io.ReadCloser, error) {
+func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable bool) func() (io.ReadCloser, error) {
 	switch {
-	case k.body.mode == bodyBuffered:
-		buf := k.body.buf
+	case b.mode == bodyBuffered:
+		buf := b.buf
 		return func() (io.ReadCloser, error) { return replay.NewReader(buf), nil }
-	case k.body.mode == bodyTee && !k.replayable:
+	case b.mode == bodyTee && !replayable:
 		// net/http resends a request that is not replayable only when
 		// the server cannot have processed it (nothing written on a
 		// reused connection, an HTTP/2 stream refused or beyond a
 		// GOAWAY), and only if it can rewind the body: let it, from
 		// what the tee keeps. A replayable request is resent by the
 		// loop instead, where the resend is counted.
-		tee, ctx, cl := k.body.tee, k.ctx, k.req.ContentLength
+		tee, cl := b.tee, req.ContentLength
 		return func() (io.ReadCloser, error) {
 			cs, err := tee.Rewind(ctx)
 			cs, err = sized(cs, err, cl)
@@ -279,5 +278,5 @@ func (k *call) getBody() func() (io.ReadCloser, error) {
 			return replay.NewReader(cs), nil
 		}
 	}
-	return k.req.GetBody
+	return req.GetBody
 }

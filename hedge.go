@@ -157,7 +157,7 @@ func (h *hedging) another(k *call) bool {
 	if h.extra >= c.hedge.MaxExtra || !c.gate.MayHedge(&k.t) {
 		return false
 	}
-	next, err := k.nextBody()
+	next, err := k.body.next(k.ctx, k.req)
 	if err != nil {
 		return false
 	}

@@ -5,7 +5,6 @@
 package retryhttp
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -58,7 +57,7 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 	if len(data) > maxPolicyBytes {
 		return nil, fmt.Errorf("retryhttp: policies: longer than %d MiB: not read", maxPolicyBytes>>20)
 	}
-	docs, err := documents(data)
+	docs, err := policySchema.Documents(data)
 	if err != nil {
 		return nil, fmt.Errorf("retryhttp: policies: %w", err)
 	}
@@ -75,15 +74,15 @@ func LoadPolicies(r io.Reader) (Policies, error) {
 		// An error of the grouping (a dependency written twice without a
 		// match, an operation that changes the Transport's settings):
 		// say where the policy it is about starts.
-		return nil, fmt.Errorf("%w (the policy at %s)", err, strictjson.LineCol(data, docs[at].start))
+		return nil, fmt.Errorf("%w (the policy at %s)", err, strictjson.LineCol(data, docs[at].Start))
 	}
 	return grouped, nil
 }
 
 // loadOne reads the policy of document d, found in data, and checks it:
 // an error names its dependency and says where it is.
-func loadOne(d document, data []byte) (Policy, error) {
-	p, err := ParsePolicy(d.raw)
+func loadOne(d strictjson.Document, data []byte) (Policy, error) {
+	p, err := ParsePolicy(d.Raw)
 	if err == nil {
 		err = p.checkIn(d)
 	}
@@ -95,12 +94,12 @@ func loadOne(d document, data []byte) (Policy, error) {
 
 // checkIn checks p, the policy of document d: its dependency, the key it
 // is under, and its Options, whose error is located in d.
-func (p *Policy) checkIn(d document) error {
+func (p *Policy) checkIn(d strictjson.Document) error {
 	switch {
-	case d.key != "" && p.doc.Dependency == "":
-		p.doc.Dependency = d.key
-	case d.key != "" && p.doc.Dependency != d.key:
-		return fieldErr("dependency", "%q under the key %q", p.doc.Dependency, d.key)
+	case d.Key != "" && p.doc.Dependency == "":
+		p.doc.Dependency = d.Key
+	case d.Key != "" && p.doc.Dependency != d.Key:
+		return fieldErr("dependency", "%q under the key %q", p.doc.Dependency, d.Key)
 	}
 	if p.doc.Dependency == "" {
 		return fieldErr("dependency", "missing: name the dependency the policy is for")
@@ -108,7 +107,7 @@ func (p *Policy) checkIn(d document) error {
 	_, err := p.Options() // the error names the field
 	var fe *strictjson.FieldError
 	if errors.As(err, &fe) && fe.At < 0 {
-		fe.At = strictjson.KeyOffset(d.raw, fe.Field)
+		fe.At = strictjson.KeyOffset(d.Raw, fe.Field)
 	}
 	return err
 }
@@ -116,15 +115,15 @@ func (p *Policy) checkIn(d document) error {
 // placed is err, about policy p of document d in data, with the policy's
 // dependency, and where in data it is: at its field, or where the policy
 // starts.
-func placed(err error, p Policy, d document, data []byte) error {
+func placed(err error, p Policy, d strictjson.Document, data []byte) error {
 	var fe *strictjson.FieldError
 	if !errors.As(err, &fe) || fe.At < 0 {
-		err = fmt.Errorf("%w (the policy starts at %s)", err, strictjson.LineCol(data, d.start))
+		err = fmt.Errorf("%w (the policy starts at %s)", err, strictjson.LineCol(data, d.Start))
 	}
-	if name := cmp.Or(p.doc.Dependency, d.key, dependencyOf(d.raw)); name != "" {
-		return fmt.Errorf("retryhttp: policy %q: %w", name, strictjson.Located(err, data, d.start))
+	if name := cmp.Or(p.doc.Dependency, d.Key, dependencyOf(d.Raw)); name != "" {
+		return fmt.Errorf("retryhttp: policy %q: %w", name, strictjson.Located(err, data, d.Start))
 	}
-	return fmt.Errorf("retryhttp: a policy without a dependency: %w", strictjson.Located(err, data, d.start))
+	return fmt.Errorf("retryhttp: a policy without a dependency: %w", strictjson.Located(err, data, d.Start))
 }
 
 // NewPolicies groups policies (from ParsePolicy, each of one dependency)
@@ -222,42 +221,6 @@ func (g *grouping) check(name string) (int, error) {
 	return -1, nil
 }
 
-// A document is one policy's JSON in a file: its key in an object of
-// dependencies ("" in a list or alone), and where it starts.
-type document struct {
-	key   string
-	raw   json.RawMessage
-	start int64
-}
-
-// documents splits a policies file into its policies. A dependency keyed
-// twice, or data after the value, is an error.
-func documents(data []byte) ([]document, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, strictjson.Located(err, data, 0)
-	}
-	var docs []document
-	switch tok {
-	case json.Delim('['):
-		docs, err = list(dec, data, "")
-	case json.Delim('{'):
-		// An object with a key that is a policy's field is one policy
-		// (whose dependency may be missing), not dependencies by name.
-		if isPolicy(data) {
-			return []document{{raw: bytes.TrimSpace(data), start: strictjson.OffsetOf(data, 0)}}, trailing(dec, data, true)
-		}
-		docs, err = keyed(dec, data)
-	default:
-		return nil, errors.New("want a policy, a list of policies or an object of them keyed by dependency")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return docs, trailing(dec, data, false)
-}
-
 // dependencyOf is the dependency a policy that does not parse names, if
 // it can be read, so that its error can name it.
 func dependencyOf(raw []byte) string {
@@ -266,112 +229,6 @@ func dependencyOf(raw []byte) string {
 	}
 	json.Unmarshal(raw, &named) // a partial result is what is wanted
 	return named.Dependency
-}
-
-// isPolicy reports whether the object in data has a policy's field among
-// its keys, read in order up to the first value that does not parse.
-func isPolicy(data []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil {
-		return false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if _, ok := policyKeys[tok.(string)]; ok {
-			return true
-		}
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			return false
-		}
-	}
-	return false
-}
-
-// keyed reads an object of dependencies, after its '{'.
-func keyed(dec *json.Decoder, data []byte) ([]document, error) {
-	var docs []document
-	seen := map[string]bool{}
-	for dec.More() {
-		keyAt := strictjson.OffsetOf(data, dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, strictjson.Located(err, data, 0)
-		}
-		name, _ := tok.(string)
-		if seen[name] {
-			return nil, fmt.Errorf("%s: dependency %q is written twice", strictjson.LineCol(data, dec.InputOffset()), name)
-		}
-		seen[name] = true
-		ds, err := keyedValue(dec, data, name, keyAt)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, ds...)
-	}
-	_, err := dec.Token() // '}'
-	return docs, strictjson.Located(err, data, 0)
-}
-
-// keyedValue reads the policies of dependency name, its key at keyAt: a
-// list of its operations' policies, or one.
-func keyedValue(dec *json.Decoder, data []byte, name string, keyAt int64) ([]document, error) {
-	start := strictjson.OffsetOf(data, dec.InputOffset())
-	if start < int64(len(data)) && data[start] == '[' {
-		if _, err := dec.Token(); err != nil {
-			return nil, strictjson.Located(err, data, 0)
-		}
-		ops, err := list(dec, data, name)
-		if err != nil {
-			return nil, fmt.Errorf("dependency %q: %w", name, err)
-		}
-		return ops, nil
-	}
-	var v json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("dependency %q: %w", name, strictjson.Located(err, data, start))
-	}
-	if hint := policySchema.DidYouMean(name, ""); len(v) > 0 && v[0] != '{' && hint != "" {
-		// A scalar where a policy should be, under a key a letter
-		// or two from a field: one policy with a typo in its key,
-		// not an object of policies.
-		return nil, strictjson.Located(&strictjson.FieldError{Field: strictjson.Quoted(name), Msg: "not a field of the policy" + hint, At: keyAt}, data, 0)
-	}
-	return []document{{name, v, start}}, nil
-}
-
-// list reads the policies of a list, after its '['.
-func list(dec *json.Decoder, data []byte, key string) ([]document, error) {
-	var docs []document
-	for dec.More() {
-		start := strictjson.OffsetOf(data, dec.InputOffset())
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, strictjson.Located(err, data, start)
-		}
-		docs = append(docs, document{key, v, start})
-	}
-	_, err := dec.Token() // ']'
-	return docs, strictjson.Located(err, data, 0)
-}
-
-// trailing reports data after the value that dec has read, or, if whole,
-// reads the value first.
-func trailing(dec *json.Decoder, data []byte, whole bool) error {
-	if whole {
-		var v json.RawMessage
-		dec = json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(&v); err != nil {
-			return strictjson.Located(err, data, 0)
-		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%s: data after the policies", strictjson.LineCol(data, dec.InputOffset()))
-	}
-	return nil
 }
 
 // Transports makes one Transport per dependency over base, named after it
@@ -400,10 +257,7 @@ func (ps Policies) Transports(base http.RoundTripper, opts ...Option) (map[strin
 }
 
 // policySchema is what a policy's JSON must be.
-var policySchema = strictjson.Schema{Root: reflect.TypeFor[policyDoc](), Noun: "policy"}
-
-// policyKeys are the keys of a policy's top level.
-var policyKeys = strictjson.Fields(reflect.TypeFor[policyDoc]())
+var policySchema = strictjson.Schema{Root: reflect.TypeFor[policyDoc](), Noun: "policy", Plural: "policies", KeyNoun: "dependency"}
 
 // maxPolicyBytes is what LoadPolicies reads at most.
 const maxPolicyBytes = 16 << 20

@@ -245,7 +245,7 @@ func (k *call) maxAttempts() int {
 // attempt's body, then asks admission (internal/admission), which may charge the
 // budget. A retry that admission refuses gives up now, without a wait.
 func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission.Next, verdict) {
-	next, err := k.nextBody()
+	next, err := k.body.next(k.ctx, k.req)
 	if err != nil {
 		return nil, admission.NextWait, verdict{GiveUpBody, 0}
 	}

@@ -38,10 +38,11 @@ func Errorf(field, format string, args ...any) error {
 }
 
 // A Schema is what a document must be: the struct type Root, called Noun
-// in errors ("not a field of the policy").
+// in errors ("not a field of the policy"), Plural for several, and
+// KeyNoun for the name that keys each in an object of them.
 type Schema struct {
-	Root reflect.Type
-	Noun string
+	Root                  reflect.Type
+	Noun, Plural, KeyNoun string
 }
 
 // Check walks the JSON value in data along the schema: every key of an
