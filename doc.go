@@ -33,8 +33,8 @@
 // circuit_open; and, for a retry the breaker held, breaker, max_elapsed or
 // budget as it leaves the hold. RoundTrip then
 // returns the last response, or an [*Error] if there is none. A pacer
-// (off by default) refuses an attempt before it is sent: throttled, quota
-// or limit, a first attempt with an [*Error] and no attempt made.
+// (off by default) refuses an attempt before it is sent: throttled, rate,
+// quota or limit, a first attempt with an [*Error] and no attempt made.
 //
 // # Policy per dependency and per request
 //

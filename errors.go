@@ -29,14 +29,15 @@ const (
 	GiveUpBreaker      GiveUpReason = "breaker"       // the retry was held until its limit, and the host failed since
 	GiveUpCircuitOpen  GiveUpReason = "circuit_open"  // BreakerConfig.FailFast: the host's breaker is open
 	GiveUpThrottled    GiveUpReason = "throttled"     // WithThrottle refused the first attempt
-	GiveUpQuota        GiveUpReason = "quota"         // WithQuotaPacing or WithRateLimit: the wait would be too long
+	GiveUpRate         GiveUpReason = "rate"          // WithRateLimit: the attempt's turn would come past its deadline
+	GiveUpQuota        GiveUpReason = "quota"         // WithQuotaPacing: the wait for the quota would be too long
 	GiveUpLimit        GiveUpReason = "limit"         // WithConcurrencyLimit: no slot within the deadline, or its queue is full
 )
 
 // giveUpReasons lists every reason, for the metrics' series.
 var giveUpReasons = [...]GiveUpReason{GiveUpUnsafeMethod, GiveUpBody, GiveUpAttempts,
 	GiveUpRetryAfter, GiveUpDeadline, GiveUpMaxElapsed, GiveUpBudget, GiveUpBreaker, GiveUpCircuitOpen,
-	GiveUpThrottled, GiveUpQuota, GiveUpLimit}
+	GiveUpThrottled, GiveUpRate, GiveUpQuota, GiveUpLimit}
 
 // phrases say each reason in words, for Error.Error.
 var phrases = map[GiveUpReason]string{
@@ -50,7 +51,8 @@ var phrases = map[GiveUpReason]string{
 	GiveUpBreaker:      "the retry was held by the breaker until its time ran out",
 	GiveUpCircuitOpen:  "the host's circuit is open",
 	GiveUpThrottled:    "the throttle refused it, as the host refuses many",
-	GiveUpQuota:        "the host's quota or rate would not allow it in time",
+	GiveUpRate:         "the rate limit would not give it a turn in time",
+	GiveUpQuota:        "the host's quota would not allow it in time",
 	GiveUpLimit:        "no slot of the concurrency limit came free in time",
 }
 

@@ -105,6 +105,7 @@ retryhttp_giveups_total{name="api",reason="deadline"} 1
 retryhttp_giveups_total{name="api",reason="limit"} 0
 retryhttp_giveups_total{name="api",reason="max_elapsed"} 0
 retryhttp_giveups_total{name="api",reason="quota"} 0
+retryhttp_giveups_total{name="api",reason="rate"} 0
 retryhttp_giveups_total{name="api",reason="retry_after"} 1
 retryhttp_giveups_total{name="api",reason="throttled"} 0
 retryhttp_giveups_total{name="api",reason="unsafe_method"} 1

@@ -205,7 +205,7 @@ func WithThrottle(ratio float64) Option {
 // WithRateLimit sends at most perSecond attempts a second to each host,
 // in bursts of at most burst. An attempt over the rate waits its turn; one
 // whose turn would come past its deadline ends at once with an [*Error],
-// reason [GiveUpQuota], and takes no turn.
+// reason [GiveUpRate], and takes no turn.
 func WithRateLimit(perSecond float64, burst int) Option {
 	return option("WithRateLimit", func(c *config) error {
 		if perSecond <= 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || burst < 1 {

@@ -192,7 +192,7 @@ func TestRateLimitThroughRoundTrip(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		refusedAs(t, get(ctx), GiveUpQuota)
+		refusedAs(t, get(ctx), GiveUpRate)
 		if err := get(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -12,12 +12,13 @@ const (
 	ReasonBreaker     Reason = "breaker"      // held until its limit, and the host failed since
 	ReasonCircuitOpen Reason = "circuit_open" // FailFast: the host's breaker is open
 	ReasonThrottled   Reason = "throttled"    // the throttle refused a first attempt
-	ReasonQuota       Reason = "quota"        // quota pacing or the static rate: the wait would be too long
+	ReasonRate        Reason = "rate"         // the static rate: the token would come too late
+	ReasonQuota       Reason = "quota"        // quota pacing: the wait for the reset would be too long
 	ReasonLimit       Reason = "limit"        // the concurrency limit: no slot within the deadline, or its queue is full
 )
 
 // Reasons are admission's reasons, every one.
-var Reasons = [...]Reason{ReasonMaxElapsed, ReasonBudget, ReasonBreaker, ReasonCircuitOpen, ReasonThrottled, ReasonQuota, ReasonLimit}
+var Reasons = [...]Reason{ReasonMaxElapsed, ReasonBudget, ReasonBreaker, ReasonCircuitOpen, ReasonThrottled, ReasonRate, ReasonQuota, ReasonLimit}
 
 // A Delayer spaces probes: the public Backoff.
 type Delayer interface {
