@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/rotation"
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 // threeBackends starts three servers on one port of 127.0.0.1, .2 and .3,
@@ -168,7 +169,7 @@ func TestWithoutAddressRotationTheRetryMeetsTheSameBackend(t *testing.T) {
 
 // WithAddressRotation refuses a base whose addresses it cannot choose.
 func TestAddressRotationNeedsATransport(t *testing.T) {
-	opaque := RoundTripperFuncForTest(http.DefaultTransport.RoundTrip)
+	opaque := retrytest.RoundTripperFunc(http.DefaultTransport.RoundTrip)
 	if p := catch(func() { New(opaque, WithAddressRotation()) }); p == nil {
 		t.Error("WithAddressRotation over an opaque base accepted")
 	}

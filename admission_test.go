@@ -48,7 +48,7 @@ func (p *perRequest) RoundTrip(r *http.Request) (*http.Response, error) {
 	if n < len(p.codes) {
 		code = p.codes[n]
 	}
-	return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	return reply(r, code, nil), nil
 }
 
 // parallel sends n requests through tr at once and returns how many got a
@@ -174,7 +174,7 @@ func TestAttemptsAreRequestsPlusSentRetries(t *testing.T) {
 				code = 503
 			}
 			mu.Unlock()
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		m := NewMetrics()
 		var onRetry atomic.Int64
@@ -268,7 +268,7 @@ func TestHeldRetryWaitsForRetryAfter(t *testing.T) {
 				sentAt = append(sentAt, time.Since(start))
 				mu.Unlock()
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: h}, nil
+			return reply(nil, code, h), nil
 		})
 		tr := New(base)
 		openBreaker(t, tr, &fail)
@@ -302,7 +302,7 @@ func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 			if fail.Load() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		tr := New(base, WithBackoff(Constant(200*time.Millisecond)), WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
 		openBreaker(t, tr, &fail)
@@ -351,7 +351,7 @@ func TestHeldRetryStopsAtMaxElapsed(t *testing.T) {
 			if fail.Load() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		gu := &giveUps{start: t0}
 		tr := New(base, WithBackoff(Constant(10*time.Millisecond)), WithLogger(slog.New(gu)),
@@ -425,7 +425,7 @@ func TestHedgePanicsReachCaller(t *testing.T) {
 				panic("base")
 			}
 			time.Sleep(100 * time.Millisecond)
-			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(200), nil
 		})
 		tr := New(base, WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}))
 		if p := catch(func() { tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) }); p != "base" {
@@ -498,7 +498,7 @@ func TestFailFastHungProbe(t *testing.T) {
 			if fail.Load() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		tr := New(base, WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(100 * time.Millisecond)}))
 		openBreaker(t, tr, &fail)
@@ -543,7 +543,7 @@ func TestLowTrafficBlipSaved(t *testing.T) {
 			if down() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		tr := New(base)
 		var wg sync.WaitGroup
@@ -582,7 +582,7 @@ func TestBreakerVisible(t *testing.T) {
 			if fail.Load() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		var events []string
 		var logs strings.Builder
@@ -632,7 +632,7 @@ func TestRefusedOutageHeldAndReleased(t *testing.T) {
 			if down.Load() {
 				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 			}
-			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(200), nil
 		}))
 		const n = 100
 		var ok atomic.Int64

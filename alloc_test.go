@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 // staticTransport answers every request with the same response and
@@ -23,7 +25,7 @@ func (nopBody) Close() error             { return nil }
 // The success path of RoundTrip, a GET that succeeds first time, must not
 // allocate: not with the defaults (budget included), not with metrics.
 func TestSuccessPathAllocatesNothing(t *testing.T) {
-	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	resp := withBody(respond(200), nopBody{}, 0)
 	// findInner treats an unknown base as one that may hide a Transport;
 	// the success-path promise is for a plain base, as in production.
 	plain := func(o ...Option) *Transport {
@@ -65,9 +67,9 @@ func TestSuccessPathAllocatesNothing(t *testing.T) {
 
 func TestSuccessPathSendsCallersRequest(t *testing.T) {
 	var got *http.Request
-	base := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
+	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		got = r
-		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(""))}, nil
+		return withBody(respond(200), io.NopCloser(strings.NewReader("")), 0), nil
 	})
 	tr := New(&http.Transport{})
 	tr.c.base = base // a plain base, as far as findInner knows
@@ -79,10 +81,6 @@ func TestSuccessPathSendsCallersRequest(t *testing.T) {
 		t.Error("a GET with the defaults was copied for its first attempt; it should be sent as is")
 	}
 }
-
-type RoundTripperFuncForTest func(*http.Request) (*http.Response, error)
-
-func (f RoundTripperFuncForTest) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // operations returns the option of a policy whose operations match each
 // of the routes, each with attempts of its own.

@@ -154,7 +154,7 @@ func TestDeadlineHeader(t *testing.T) {
 // it, with or without a per-attempt timeout.
 func TestNilResponseBody(t *testing.T) {
 	base := retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 200, Header: http.Header{}}, nil
+		return withBody(respond(200), nil, 0), nil
 	})
 	for _, d := range []time.Duration{0, time.Minute} {
 		resp, err := New(base, WithPerAttemptTimeout(d)).RoundTrip(newRequest(t, "GET", "http://h/", nil))

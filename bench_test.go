@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retrytest"
 )
 
 var benchBody = []byte("hello from retryhttp") // 19 bytes, as in the peer comparison
@@ -71,8 +73,8 @@ func successContenders() []benchRT {
 // successful GET could pay for, except the per-attempt timeout, whose
 // context and timer are its price.
 func BenchmarkOverhead(b *testing.B) {
-	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
-	mem := RoundTripperFuncForTest(func(*http.Request) (*http.Response, error) { return resp, nil })
+	resp := respond(200)
+	mem := retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
 	base := func() http.RoundTripper { return seenThrough{mem} }
 	contenders := []benchRT{
 		{"bare", base},
@@ -134,8 +136,8 @@ func BenchmarkOverhead(b *testing.B) {
 // of a host that refuses everything, and a concurrency limit whose queue
 // is full. It sends nothing.
 func BenchmarkRefusal(b *testing.B) {
-	refusing := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	refusing := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return reply(r, 503, nil), nil
 	})
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
 	b.Run("throttled", func(b *testing.B) {
@@ -154,9 +156,9 @@ func BenchmarkRefusal(b *testing.B) {
 	})
 	b.Run("limit", func(b *testing.B) {
 		hold := make(chan struct{})
-		blocking := RoundTripperFuncForTest(func(r *http.Request) (*http.Response, error) {
+		blocking := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			<-hold
-			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			return reply(r, 200, nil), nil
 		})
 		rt := New(seenThrough{blocking}, WithConcurrencyLimit(1, 1))
 		done := make(chan struct{}, 2)
@@ -355,7 +357,7 @@ func BenchmarkRetry(b *testing.B) {
 // the bytes each host costs (B/host), a first request to a host not seen
 // before (new), and a request to one of the n known hosts (steady).
 func BenchmarkHosts(b *testing.B) {
-	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	resp := withBody(respond(200), nopBody{}, 0)
 	for _, n := range []int{10, 1000, 10000, 100000} {
 		tr := New(&staticTransport{resp})
 		tr.c.markOwner = false
@@ -435,7 +437,7 @@ func BenchmarkUpload1MiB(b *testing.B) {
 	}))
 	b.Cleanup(srv.Close)
 	readFirst := func(base http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		return retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			body, err := io.ReadAll(r.Body)
 			r.Body.Close()
 			if err != nil {
@@ -467,7 +469,3 @@ func BenchmarkUpload1MiB(b *testing.B) {
 		})
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -145,7 +145,7 @@ func TestDiscardIsBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		body := &opaqueBody{r: bytes.NewReader(make([]byte, tt.size))}
-		discard(&http.Response{Body: body, ContentLength: tt.contentLength})
+		discard(withBody(respond(0), body, tt.contentLength))
 		if body.read.Load() > tt.wantMax || (tt.wantMax > 0 && body.read.Load() == 0) || !body.closed.Load() {
 			t.Errorf("%s: read %d bytes, closed %v; want at most %d, closed", tt.name, body.read.Load(), body.closed.Load(), tt.wantMax)
 		}

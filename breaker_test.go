@@ -97,7 +97,7 @@ func TestBreakerProbePanics(t *testing.T) {
 			if panicking.Load() {
 				panic("base")
 			}
-			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(503), nil
 		})
 		tr := New(base, WithMaxAttempts(1), WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Second)}))
 		for range 10 {
@@ -154,7 +154,7 @@ func bridgesBlip(t *testing.T, budget bool) {
 			if down.Load() {
 				code = 503
 			}
-			return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(code), nil
 		})
 		tr := New(base, WithoutBudget())
 		if budget {
@@ -213,7 +213,7 @@ func TestTransportBreakerShedsLongOutage(t *testing.T) {
 		var attempts atomic.Int64
 		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			attempts.Add(1)
-			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(503), nil
 		})
 		tr := New(base)
 		const n = 200

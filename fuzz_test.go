@@ -83,7 +83,7 @@ func (fb *fuzzBase) RoundTrip(r *http.Request) (*http.Response, error) {
 			h = http.Header{}
 		}
 		fb.open.Add(1)
-		return &http.Response{StatusCode: code, Header: h, Body: &fuzzBody{Reader: strings.NewReader("body"), open: &fb.open}, Request: r}, nil
+		return withBody(reply(r, code, h), &fuzzBody{Reader: strings.NewReader("body"), open: &fb.open}, 0), nil
 	}
 	switch op % 8 {
 	case 1:

@@ -60,10 +60,10 @@ func TestHintSpread(t *testing.T) {
 			id := r.Header.Get("X-Id")
 			seen[id]++
 			if seen[id] == 1 {
-				return &http.Response{StatusCode: 429, Body: http.NoBody, Header: http.Header{"Retry-After": {"1"}}}, nil
+				return reply(nil, 429, http.Header{"Retry-After": {"1"}}), nil
 			}
 			at = append(at, time.Since(start))
-			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(200), nil
 		})
 		var wg sync.WaitGroup
 		for i := range 40 {

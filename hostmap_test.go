@@ -19,7 +19,7 @@ func TestHostsIsolated(t *testing.T) {
 		if r.URL.Host == "h5000" {
 			code = 503
 		}
-		return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(code), nil
 	})
 	tr, _ := testTransport(base, WithBackoff(Constant(0)), WithBudget(NewBudget(0, 1)))
 	for i := range 5000 {

@@ -58,7 +58,7 @@ func TestLayeredRetries(t *testing.T) {
 
 // A request with headers, none of them a retry's mark, costs nothing more.
 func TestLayeredNoAllocation(t *testing.T) {
-	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	resp := withBody(respond(200), nopBody{}, 0)
 	tr := New(&staticTransport{resp}, WithMetrics(NewMetrics()))
 	tr.c.markOwner = false
 	req, _ := http.NewRequest("GET", "http://example.test/", nil)

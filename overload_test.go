@@ -30,7 +30,7 @@ func (c *counting) RoundTrip(*http.Request) (*http.Response, error) {
 	if h == nil {
 		h = http.Header{}
 	}
-	return &http.Response{StatusCode: 503, Body: http.NoBody, Header: h.Clone()}, nil
+	return reply(nil, 503, h.Clone()), nil
 }
 
 // A caller that sends one request at a time to a host that always fails
@@ -95,7 +95,7 @@ func TestOverloadWithinBudget(t *testing.T) {
 				if !ok {
 					code = 503
 				}
-				return &http.Response{StatusCode: code, Body: http.NoBody, Header: http.Header{}}, nil
+				return respond(code), nil
 			})
 			tr := New(base)
 			n := 5 * rate * k // 5 s at k × the capacity

@@ -143,9 +143,9 @@ func TestOwnerMarkInvisible(t *testing.T) {
 // Over an opaque base, the mark costs the one allocation of the attempt's
 // request, its context with it.
 func TestOwnerMarkOneAllocation(t *testing.T) {
-	resp := &http.Response{StatusCode: 200, Body: nopBody{}, Header: http.Header{}}
+	resp := withBody(respond(200), nopBody{}, 0)
 	static := &staticTransport{resp}
-	tr := New(RoundTripperFuncForTest(static.RoundTrip))
+	tr := New(retrytest.RoundTripperFunc(static.RoundTrip))
 	if !tr.c.markOwner {
 		t.Fatal("an opaque base is not marked")
 	}

@@ -162,7 +162,7 @@ func TestPacerWaitCanceledIsTheCallers(t *testing.T) {
 		var sent atomic.Int64
 		tr := New(retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
 			sent.Add(1)
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			return respond(200), nil
 		}), WithRateLimit(1, 1), WithMetrics(m))
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil)) // takes the turn
 		if err != nil {
@@ -190,9 +190,9 @@ func TestRetryWaitingForLimitKeepsResponse(t *testing.T) {
 		tr := New(retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if r.URL.Path == "/slow" {
 				time.Sleep(5 * time.Second) // holds the only slot
-				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+				return respond(200), nil
 			}
-			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(503), nil
 		}), WithConcurrencyLimit(1, 1), WithBackoff(Constant(100*time.Millisecond)), WithMetrics(m))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -228,7 +228,7 @@ func TestRateLimitCanceledTurnGivenBack(t *testing.T) {
 			mu.Lock()
 			sends = append(sends, time.Since(start))
 			mu.Unlock()
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			return respond(200), nil
 		}), WithRateLimit(1, 1))
 		get := func(ctx context.Context) {
 			if resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx)); err == nil {

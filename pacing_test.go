@@ -26,13 +26,6 @@ func (s *scripted) RoundTrip(r *http.Request) (*http.Response, error) {
 	return s.answer(s.n.Add(1), r)
 }
 
-func reply(r *http.Request, code int, h http.Header) *http.Response {
-	if h == nil {
-		h = http.Header{}
-	}
-	return &http.Response{StatusCode: code, Body: http.NoBody, Header: h, Request: r}
-}
-
 // refusedAs checks that err is a pacer's refusal: an *Error with no
 // attempt and the reason.
 func refusedAs(t *testing.T, err error, reason GiveUpReason) {

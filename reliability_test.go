@@ -557,10 +557,9 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 	down.Store(true)
 	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		if down.Load() {
-			return &http.Response{StatusCode: 503, ContentLength: int64(len(page)), Header: http.Header{},
-				Body: io.NopCloser(bytes.NewReader(page))}, nil
+			return withBody(respond(503), io.NopCloser(bytes.NewReader(page)), int64(len(page))), nil
 		}
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)),
 		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second, ProbeBackoff: Constant(time.Hour)}))
@@ -616,20 +615,20 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 // what was kept and then ErrHeldBodyTruncated; one within it reads whole.
 func TestHeldBodyTruncated(t *testing.T) {
 	pool := newMemPool(100)
-	long := &http.Response{ContentLength: 300, Body: io.NopCloser(strings.NewReader(strings.Repeat("y", 300)))}
+	long := withBody(respond(0), io.NopCloser(strings.NewReader(strings.Repeat("y", 300))), 300)
 	detach(long, pool)
 	b, err := io.ReadAll(long.Body)
 	if len(b) != 100 || !errors.Is(err, ErrHeldBodyTruncated) {
 		t.Errorf("cut body: %d bytes, %v; want the 100 kept and ErrHeldBodyTruncated", len(b), err)
 	}
-	short := &http.Response{ContentLength: -1, Body: io.NopCloser(strings.NewReader("abc"))}
+	short := withBody(respond(0), io.NopCloser(strings.NewReader("abc")), -1)
 	detach(short, pool) // the pool is spent: nothing kept
 	if b, err := io.ReadAll(short.Body); len(b) != 0 || !errors.Is(err, ErrHeldBodyTruncated) {
 		t.Errorf("with the bound spent: %q, %v; want nothing and ErrHeldBodyTruncated", b, err)
 	}
 	long.Body.Close()
 	short.Body.Close()
-	again := &http.Response{ContentLength: -1, Body: io.NopCloser(strings.NewReader("abc"))}
+	again := withBody(respond(0), io.NopCloser(strings.NewReader("abc")), -1)
 	detach(again, pool)
 	if b, err := io.ReadAll(again.Body); string(b) != "abc" || err != nil {
 		t.Errorf("after the memory came back: %q, %v; want \"abc\" whole", b, err)

@@ -72,7 +72,7 @@ func TestRequestOptionsRejected(t *testing.T) {
 		var sent atomic.Int64
 		tr := New(retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) {
 			sent.Add(1)
-			return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			return respond(200), nil
 		}))
 		body := &closeCounter{Reader: strings.NewReader("x")}
 		ctx := WithRequestOptions(context.Background(), WithMaxAttempts(2), tt.opt)

@@ -761,8 +761,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.sent[id][n-1].status = code
 	b.mu.Unlock()
 	b.open.Add(1)
-	return &http.Response{StatusCode: code, Header: h, Request: r,
-		Body: &simBody{open: &b.open}}, nil
+	return withBody(reply(r, code, h), &simBody{open: &b.open}, 0), nil
 }
 
 // serve takes one of the host's capacity for an answer at t, if any is

@@ -104,12 +104,12 @@ func TestTeeRetryAfterPartialRead(t *testing.T) {
 			io.ReadFull(r.Body, b) // an early answer: the rest is not read
 			r.Body.Close()
 			bodies = append(bodies, string(b))
-			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(503), nil
 		}
 		b, _ := io.ReadAll(r.Body)
 		r.Body.Close()
 		bodies = append(bodies, string(b))
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ := testTransport(base, WithBackoff(Constant(0)))
 	body := &opaqueBody{r: strings.NewReader("hello, world")}
@@ -148,7 +148,7 @@ func TestTeeGetBody(t *testing.T) {
 		}
 		all, _ := io.ReadAll(again)
 		got = append(got, string(b), string(all))
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ := testTransport(base)
 	resp, err := tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("hello, world")}))
@@ -170,7 +170,7 @@ func TestTeeGetBody(t *testing.T) {
 		}
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ = testTransport(keyed, WithIdempotencyKeys())
 	resp, err = tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("x")}))
@@ -191,7 +191,7 @@ func TestTeeGetBodyOverLimit(t *testing.T) {
 		if _, err := r.GetBody(); err != nil {
 			return nil, err // as net/http does when it cannot rewind
 		}
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ := testTransport(base, WithBodyBufferLimit(4))
 	_, err := tr.RoundTrip(newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("hello, world")}))
@@ -214,7 +214,7 @@ func TestTeeEarlyGetBodyForSigner(t *testing.T) {
 		s, _ := io.ReadAll(r.Body)
 		r.Body.Close()
 		hashed, sent = string(h), string(s)
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ := testTransport(base)
 	body := strings.Repeat("payload ", 10000)
@@ -235,7 +235,7 @@ func TestTeeDeclaredLengthNotAllocated(t *testing.T) {
 	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, r.Body)
 		r.Body.Close()
-		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		return respond(200), nil
 	})
 	tr, _ := testTransport(base, WithBodyBufferLimit(math.MaxInt64))
 	req := newRequest(t, "POST", "http://h/", &opaqueBody{r: strings.NewReader("abc")})
@@ -271,7 +271,7 @@ func TestTeeRestHonoursContext(t *testing.T) {
 			b := make([]byte, 2)
 			io.ReadFull(r.Body, b)
 			r.Body.Close() // early: the rest is the retry's to read
-			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+			return respond(503), nil
 		})
 		tr, _ := testTransport(base)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
