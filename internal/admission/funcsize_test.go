@@ -11,7 +11,7 @@ import (
 // controllerFiles hold admission's controllers, and the health they
 // read: none of them reads the clock or runs a timer; the time is in
 // what they are asked and told.
-var controllerFiles = []string{"budget.go", "breaker.go", "throttle.go", "staticrate.go", "quota.go", "limit.go", "health.go"}
+var controllerFiles = []string{"budget.go", "breaker.go", "hold.go", "throttle.go", "staticrate.go", "quota.go", "limit.go", "health.go"}
 
 // No function of admission runs over 40 lines or a cyclomatic complexity
 // of 12 (1, plus one per if, for, case and && or ||): each says one thing.

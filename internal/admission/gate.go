@@ -1,0 +1,422 @@
+// This file holds the Gate, a Transport's admission, and its Tickets: how
+// a host's list of controllers is made, asked about an attempt (with the
+// waits a pacer asks for), given back what an attempt not sent took, and
+// told how each attempt ended.
+
+package admission
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Settings are what a Transport's options turn on in admission.
+type Settings struct {
+	Budget   *Share   // nil: no budget
+	Breaker  *Breaker // resolved; nil: no breaker
+	Hedge    bool     // hedging is on: hosts keep their recent latencies
+	Throttle float64  // the throttle's ratio; 0: off
+	Rate     *Rate    // nil: no static rate
+	Quota    *Quota   // nil: no quota pacing
+	Limit    *Limit   // nil: no concurrency limit
+	// Gauges show the throttle's, the quota's and the limit's state, in
+	// that order; nil: none.
+	Gauges [3]Gauge
+	// Notify reports a breaker transition (metrics, a log record, the
+	// user's callback), and OnRelease a held retry released (the
+	// simulator's): the Transport's, so that no Gate method needs a
+	// request.
+	Notify    func(ctx context.Context, host string, open bool, score int)
+	OnRelease func(host string, lent bool)
+}
+
+// A Gauge shows a pacer's state.
+type Gauge interface{ Set(float64) }
+
+// gauge is a pacer's Gauge, which may be none.
+type gauge struct{ g Gauge }
+
+func (g gauge) set(v float64) {
+	if g.g != nil {
+		g.g.Set(v)
+	}
+}
+
+// Gate is a Transport's admission: its budget, breaker and hedging, its
+// pacers, and the state of every host it has sent to.
+type Gate struct {
+	s       Settings
+	budget  *Share   // nil: no budget
+	breaker *Breaker // resolved; nil: no breaker
+	paced   bool     // any pacer is on
+	hosts   hostMap[hostState]
+	tickets atomic.Uint64 // names probes; its count is the probes claimed
+}
+
+// hostState is one host's admission: its health and its controllers.
+type hostState struct {
+	health health
+	ctls   []controller  // the controllers that are on, in their order
+	buf    [6]controller // ctls' array: the list costs no allocation
+	bud    budgetCtl     // with a budget
+	cb     circuit       // with a breaker
+	lat    *Latencies    // recent latencies, with hedging only
+	host   string        // the canonical host, for breaker events
+	above  atomic.Int64  // the Unix second a layer above last retried a request to this host
+	// evMu orders the reports of this host's breaker transitions: taken
+	// before the breaker's lock is let go, held while they are reported.
+	evMu sync.Mutex
+}
+
+// controllers is admission's list, in its order, written once: for each
+// controller, whether a Transport's settings turn it on, whether it is a
+// pacer, and how a new host gets it. A new pacer is its own file, its
+// reason and a line here.
+var controllers = [...]struct {
+	on    func(s *Settings) bool
+	pacer bool
+	add   func(g *Gate, h *hostState) controller
+}{
+	{func(s *Settings) bool { return s.Budget != nil }, false, func(g *Gate, h *hostState) controller {
+		h.bud.attach(g.budget, h.host, unixSecond())
+		return &h.bud
+	}},
+	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, h *hostState) controller {
+		h.cb.init(g.breaker, &g.tickets)
+		return &h.cb
+	}},
+	{func(s *Settings) bool { return s.Throttle != 0 }, true, func(g *Gate, _ *hostState) controller {
+		return newThrottle(g.s.Throttle, gauge{g.s.Gauges[0]})
+	}},
+	{func(s *Settings) bool { return s.Rate != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newStaticRate(g.s.Rate)
+	}},
+	{func(s *Settings) bool { return s.Quota != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newQuota(g.s.Quota, gauge{g.s.Gauges[1]})
+	}},
+	{func(s *Settings) bool { return s.Limit != nil }, true, func(g *Gate, _ *hostState) controller {
+		return newLimiter(g.s.Limit, gauge{g.s.Gauges[2]})
+	}},
+}
+
+// Paced reports whether any pacer is on.
+func (s *Settings) Paced() bool {
+	for _, x := range controllers {
+		if x.pacer && x.on(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// On reports whether s turns anything of admission on.
+func (s *Settings) On() bool {
+	return s.Budget != nil || s.Breaker != nil || s.Hedge || s.Paced()
+}
+
+// New is the Gate of a Transport with settings s.
+func New(s Settings) *Gate {
+	if s.Notify == nil {
+		s.Notify = func(context.Context, string, bool, int) {}
+	}
+	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.Paced()}
+	g.hosts.init = func(key string, h *hostState) {
+		h.host = key
+		h.ctls = h.buf[:0]
+		for _, x := range controllers {
+			if x.on(&g.s) {
+				h.ctls = append(h.ctls, x.add(g, h))
+			}
+		}
+		if g.s.Hedge {
+			h.lat = new(Latencies)
+		}
+	}
+	g.hosts.evictable = func(h *hostState) bool {
+		now := mono()
+		if h.health.level() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
+			return false
+		}
+		h.bud.detach() // evicted: the shared Share's entry may go once no one points to it
+		return true
+	}
+	return g
+}
+
+// Paced reports whether any pacer is on.
+func (g *Gate) Paced() bool { return g.paced }
+
+// MaxHold is the breaker's MaxHold, 0 if the breaker is off.
+func (g *Gate) MaxHold() time.Duration {
+	if g.breaker == nil {
+		return 0
+	}
+	return g.breaker.MaxHold
+}
+
+// Enter finds the request's host and notes when its first attempt starts.
+func (g *Gate) Enter(t *Ticket, scheme, host string) {
+	var buf [maxHostKey]byte
+	key, kb := canonicalHost(scheme, host, &buf)
+	t.start = mono()
+	t.sec = secondOf(t.start)
+	t.hs = g.hosts.getKey(key, kb, t.sec)
+}
+
+// AdmitFirst asks the controllers for a first attempt: the budget counts
+// it, only FailFast refuses one, while the host's breaker is open, and
+// the pacers may make it wait or refuse it. It returns why the attempt may
+// not go, or the context's error if it ended while the attempt waited for
+// a pacer.
+func (g *Gate) AdmitFirst(t *Ticket) (Reason, error) {
+	hs := t.hs
+	if t.Repeat {
+		g.chargeRepeat(t)
+	}
+	if !g.paced && !hs.cb.opened() {
+		// The success path: while the breaker is closed, only the budget
+		// has anything to do with a first attempt (count it), and it
+		// refuses none; asked directly, it costs no dispatch.
+		if !t.p.charged {
+			hs.bud.countFirst(t.sec)
+		}
+		return "", nil
+	}
+	a := t.question(kindFirst)
+	a.sec, a.healthy, a.charged = t.sec, true, t.p.charged
+	v, err := g.admit(t, a)
+	if v.act != actSend {
+		return v.reason, err
+	}
+	t.start = mono() // sent now: its latency and staleness count from here, not from its waits
+	return "", nil
+}
+
+// chargeRepeat charges a layer above's retry to the budget as the retry
+// it is, if the share has room: then it is not counted as a first
+// attempt. One the share has no room for still goes (retryhttp never
+// refuses a caller's own attempt for the budget), counted as a first.
+func (g *Gate) chargeRepeat(t *Ticket) {
+	if g.budget == nil {
+		return
+	}
+	if v := t.hs.bud.admit(t.question(kindRepeat)); v.act == actSend {
+		t.p = t.p.with(v.permit)
+	}
+}
+
+// admit asks each of the host's controllers, in order, about an attempt
+// of a.kind, and waits out each wait one asks for before asking it again:
+// the first refusal decides; a hold decides if no one refuses. What they
+// take goes into the permit (t.p); an attempt that does not go takes
+// nothing. A wait that the context ends returns its error, with the
+// waiting pacer's reason, none if the caller canceled it.
+func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
+	held := false
+	for i, c := range t.hs.ctls {
+		v, err := t.ask(c, a)
+		t.p = t.p.with(v.permit)
+		if v.took {
+			t.p.paced |= 1 << i
+		}
+		switch {
+		case v.act == actRefuse:
+			t.cancel()
+			return v, err
+		case v.act == actHold:
+			held = true
+		}
+	}
+	if held {
+		t.cancel()
+		return hold, nil
+	}
+	return send, nil
+}
+
+// ask asks c about an attempt, and asks it again after each wait it
+// asks for: at a time, or when its line moves. A wait that ends with the
+// context leaves the line, and refuses with the context's error.
+func (t *Ticket) ask(c controller, a ask) (verdictOf, error) {
+	began := a.now
+	for turn := 0; ; turn++ {
+		v := c.admit(a)
+		if v.act != actWait {
+			return v, nil
+		}
+		err := await(t.Ctx, v.wake, nil, v.wait)
+		if err == nil && turn == maxWaitTurns {
+			err = errTooManyWaits
+		}
+		if dl := t.CtxEnd; err == nil && !dl.IsZero() && !time.Now().Before(dl) {
+			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
+		}
+		if err != nil {
+			c.undo(permit{waiter: v.waiter}, time.Time{})
+			return refuse(callersEnd(v.reason, err)), err
+		}
+		a.at = time.Now()
+		a.now = monoAt(a.at)
+		a.waited, a.turn, a.waiter = time.Duration(a.now-began), turn+1, v.waiter
+	}
+}
+
+// maxWaitTurns bounds the waits of one attempt in one pacer: each
+// follows a move of its line or the time it was told; errTooManyWaits
+// ends it past that (never in practice).
+const maxWaitTurns = 1 << 20
+
+var errTooManyWaits = errors.New("retryhttp: waited too often for a pacer")
+
+// callersEnd is the reason a wait for a pacer that ended in err gives:
+// none if the caller canceled it (the caller's doing, not the pacer's
+// refusal), else the pacer's.
+func callersEnd(reason Reason, err error) Reason {
+	if errors.Is(err, context.Canceled) {
+		return ""
+	}
+	return reason
+}
+
+// cancel gives back the permit of an attempt that is not sent: whatever
+// the controllers took for it.
+func (t *Ticket) cancel() {
+	if t.hs != nil && t.p != (permit{}) {
+		now := time.Now()
+		for i, c := range t.hs.ctls {
+			c.undo(t.p.of(i), now)
+		}
+	}
+	t.p = permit{}
+}
+
+// done tells each controller how the attempt of the permit ended (o),
+// with what it took for it, and reports the transition one made; the
+// permit is used.
+func (t *Ticket) done(o seen) (ch change) {
+	p := t.p
+	t.p = permit{}
+	for i, c := range t.hs.ctls {
+		o.took = p.paced&(1<<i) != 0
+		if x := c.observe(o); x.opened || x.closed {
+			ch = x
+		}
+	}
+	return ch
+}
+
+// Sending notes attempt n, about to go: when it started, and whether it
+// is a retry (or a probe), whose failure shows that retries fail too.
+func (g *Gate) Sending(t *Ticket, n int) {
+	if n > 1 {
+		t.start = mono()
+	}
+	t.retry = n > 1 || t.p.probe != 0
+}
+
+// Record takes an attempt's result into the host's health and tells the
+// controllers, once, with what its permit took: the permit is used. A
+// failure of an attempt that started before an answer from the host is
+// stale: it changes nothing.
+func (g *Gate) Record(t *Ticket, r Outcome) {
+	hs := t.hs
+	if hs == nil {
+		return
+	}
+	o := g.seenOf(t, r)
+	if !g.paced && o.answered && o.probe == 0 && hs.cb.quiet() {
+		t.p = permit{}
+		return // the success path: an answer from a host with nothing held tells the controllers nothing
+	}
+	ch := t.done(o)
+	if ch.closed {
+		hs.health.reset()
+	}
+	if ch.opened || ch.closed {
+		g.report(t)
+	}
+}
+
+// seenOf takes an attempt's result into the host's health, and says what
+// the controllers are told of it: an answer (lend: from a host that
+// served no one, with a budget that owes nothing), a fresh failure (trip:
+// one that opens the breaker), or nothing (a stale failure, a cancel);
+// and, with pacers, how it went.
+func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
+	hs := t.hs
+	o := seen{retry: t.retry, probe: t.p.probe}
+	o.at = time.Now()
+	o.now = monoAt(o.at)
+	switch {
+	case r.Answered:
+		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
+		hs.health.answer(t.start, o.now)
+		o.answered = true
+	case r.Failed && !hs.health.stale(t.start):
+		// A refused connection reached no application, but says that
+		// the host serves no one: it counts, though it costs nothing.
+		s := hs.health.fail(o.now, g.scoreCap())
+		o.failed = true
+		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
+	}
+	if g.paced {
+		o.sent, o.canceled, o.rejected = r.Sent, r.Canceled, r.Rejected
+		o.start, o.rtt = t.start, o.now-t.start
+		if r.Header != nil {
+			o.header, o.status, o.wall = r.Header, r.Status, o.at
+		}
+	}
+	return o
+}
+
+// report reports the breaker's transitions that no one has reported yet,
+// in the order they happened: whoever reports holds the host's evMu, so
+// that calls for one host come in order, never at once, and no
+// controller's lock is held while they run.
+func (g *Gate) report(t *Ticket) {
+	hs := t.hs
+	hs.evMu.Lock()
+	defer hs.evMu.Unlock()
+	var buf [4]bool
+	for range maxReports {
+		evs := hs.cb.takeEvents(buf[:0])
+		if len(evs) == 0 {
+			return
+		}
+		for _, open := range evs {
+			var score int // the host's health score when it opened (the threshold); 0 when it closed
+			if open {
+				score = int(hs.health.level())
+			}
+			g.s.Notify(t.Ctx, hs.host, open, score)
+		}
+	}
+}
+
+// maxReports bounds the rounds of one report: each reports what was
+// queued since the last, which other attempts' transitions can refill
+// only while the callbacks run.
+const maxReports = 1 << 10
+
+// scoreCap is where the score stops: no higher than what opens the
+// breaker, so that a long outage is forgotten as fast as a short one.
+func (g *Gate) scoreCap() int32 {
+	if g.breaker != nil {
+		return int32(max(g.breaker.Threshold, failingAfter))
+	}
+	return failingAfter
+}
+
+// Abandon gives back the permit of an attempt whose base panicked: all
+// but its budget charge, for it may have reached the host.
+func (g *Gate) Abandon(t *Ticket) {
+	t.p.charged = false
+	t.cancel()
+}
+
+// HasBreaker reports whether the breaker is on.
+func (g *Gate) HasBreaker() bool { return g.breaker != nil }

@@ -1,0 +1,294 @@
+// This file holds the breaker's queue of held retries: how a retry
+// enters it, waits its turn (a release, its paced turn, the probe, or its
+// limit) and leaves it, and how an answer releases the held as a slow
+// start.
+
+package admission
+
+import (
+	"slices"
+	"time"
+)
+
+// wakeDue wakes the first held retry whose wait has ended, the one to
+// probe next, so that a failure costs one wake, not one per held retry.
+func (cb *circuit) wakeDue(now time.Time) {
+	for _, w := range cb.held {
+		if !now.Before(w.notBefore) {
+			wakeOne(w)
+			return
+		}
+	}
+}
+
+// enter holds a retry whose request first failed at failed, from now;
+// see the rules above. It returns its holder, for turn and quit.
+func (cb *circuit) enter(failed, notBefore, limit, now time.Time) *holder {
+	w := &holder{failed: failed, notBefore: notBefore, limit: limit, since: now, wake: make(chan struct{}, 1)}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if !cb.open && len(cb.held) == 0 {
+		cb.probes, cb.prevProbe = 0, 0
+		cb.schedule(now)
+	}
+	if cb.changed == nil {
+		cb.changed = make(chan struct{})
+	}
+	cb.held = append(cb.held, w)
+	cb.nHeld.Add(1)
+	return w
+}
+
+// turn applies the rules to the held retry w at now: done reports that
+// its hold ended, as end (with its probe's ticket); otherwise it should
+// look again at next, or when changed is closed or w.wake fires, which
+// ever comes first. Nothing keeps it past its limit, not a probe in
+// flight.
+func (cb *circuit) turn(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool, next time.Time, changed <-chan struct{}) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	cb.expire(now)
+	if end, ticket, done = cb.step(w, now); done {
+		return end, ticket, true, now, nil
+	}
+	return 0, 0, false, cb.nextEvent(w, now), cb.changed
+}
+
+// quit takes w out of the hold at now: its caller gave up.
+func (cb *circuit) quit(w *holder, now time.Time) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	cb.leave(w, now)
+}
+
+// maxHoldTurns bounds the turns of one hold: each waits for an event or a
+// timer, so that no real hold comes near it.
+const maxHoldTurns = 1 << 20
+
+// step applies the rules to w; mu is held. done reports that the hold
+// ended, as end.
+func (cb *circuit) step(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool) {
+	if w.state == holdRamping && !now.Before(w.turn) {
+		if i := slices.Index(cb.ramp, w); i >= 0 {
+			cb.ramp = slices.Delete(cb.ramp, i, i+1)
+		}
+		w.state, w.epoch = holdGranted, cb.epoch // its turn
+	}
+	switch w.state {
+	case holdGranted:
+		switch {
+		case w.epoch != cb.epoch:
+			// Let go, not yet gone, and the host has failed since: held
+			// again.
+			w.state = holdWaiting
+			cb.held = append(cb.held, w)
+			slices.SortStableFunc(cb.held, func(a, b *holder) int { return a.since.Compare(b.since) })
+			return 0, 0, false
+		case now.Before(w.notBefore):
+			return 0, 0, false
+		}
+		cb.leave(w, now)
+		return holdReleased, 0, true
+	case holdRamping:
+		return 0, 0, false
+	}
+	if !now.Before(w.limit) {
+		cb.leave(w, now)
+		if cb.retryFailed.Load() {
+			return holdGiveUp, 0, true
+		}
+		return holdGo, 0, true
+	}
+	if cb.probeDue(w, now) {
+		cb.leave(w, now)
+		return holdProbe, cb.claim(now), true
+	}
+	return 0, 0, false
+}
+
+// leave takes w out of the hold or the ramp; mu is held.
+func (cb *circuit) leave(w *holder, now time.Time) {
+	var q *[]*holder
+	switch w.state {
+	case holdWaiting:
+		q = &cb.held
+	case holdRamping:
+		q = &cb.ramp
+	case holdGone:
+		return
+	}
+	if q != nil {
+		if i := slices.Index(*q, w); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+		}
+	}
+	cb.nHeld.Add(-1)
+	w.state = holdGone
+	cb.wakeDue(now)
+}
+
+// probeDue reports whether w may go as the probe now: none is in flight,
+// the probe time has come, and w is the oldest held retry whose own wait
+// has ended.
+func (cb *circuit) probeDue(w *holder, now time.Time) bool {
+	if cb.probing != 0 || now.Before(w.notBefore) || now.Before(cb.nextProbe) {
+		return false
+	}
+	for _, x := range cb.held {
+		if !now.Before(x.notBefore) {
+			return x == w
+		}
+	}
+	return false
+}
+
+// reprobe puts back a probe that the budget did not let go, and looks
+// again at the next probe time, minProbeGap from now at the soonest.
+func (cb *circuit) reprobe(ticket uint64, now time.Time) {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.probing == ticket {
+		cb.probing = 0
+	}
+	cb.schedule(now)
+	if at := now.Add(minProbeGap); cb.nextProbe.Before(at) {
+		cb.nextProbe = at
+	}
+}
+
+// nextEvent is when w should look again by itself: its limit, its own
+// wait, its turn on the ramp, the end of the probe in flight, or the probe
+// time if it is first in line.
+func (cb *circuit) nextEvent(w *holder, now time.Time) time.Time {
+	switch w.state {
+	case holdGranted:
+		return w.notBefore
+	case holdRamping:
+		return w.turn
+	}
+	t := w.limit
+	if now.Before(w.notBefore) && w.notBefore.Before(t) {
+		t = w.notBefore
+	}
+	if cb.probing != 0 && cb.probeEnd.Before(t) {
+		t = cb.probeEnd
+	}
+	if at, first := cb.probeTurn(w, now); first && at.Before(t) {
+		t = at
+	}
+	return t
+}
+
+// probeTurn is when the next probe may go, and whether w is first in line
+// for it (the oldest held retry whose wait has ended by then).
+func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
+	if cb.probing != 0 {
+		return time.Time{}, false
+	}
+	at := cb.nextProbe
+	if at.Before(now) {
+		at = now
+	}
+	for _, x := range cb.held {
+		if !at.Before(x.notBefore) {
+			return at, x == w
+		}
+	}
+	return at, false
+}
+
+// release moves every held retry onto the ramp, each with its paced
+// turn: as long after now as it was due after the first of them (its own
+// wait, or when it was held), within half of what is left of its limit,
+// and never before its own wait; mu is held.
+func (cb *circuit) release(now time.Time) {
+	due := func(w *holder) time.Time {
+		if w.notBefore.After(w.since) {
+			return w.notBefore
+		}
+		return w.since
+	}
+	first := due(cb.held[0])
+	for _, w := range cb.held[1:] {
+		if d := due(w); d.Before(first) {
+			first = d
+		}
+	}
+	for _, w := range cb.held {
+		turn := now.Add(min(due(w).Sub(first), max(w.limit.Sub(now), 0)/2))
+		if turn.Before(w.notBefore) {
+			turn = w.notBefore
+		}
+		w.state, w.turn = holdRamping, turn
+	}
+	cb.ramp = append(cb.ramp, cb.held...)
+	slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
+	clear(cb.held)
+	cb.held = cb.held[:0]
+	cb.signal()
+}
+
+// grant lets the first retries on the ramp go, one per credit.
+func (cb *circuit) grant() {
+	for cb.credit > 0 && len(cb.ramp) > 0 {
+		w := cb.ramp[0]
+		cb.ramp[0] = nil
+		cb.ramp = cb.ramp[1:]
+		cb.credit--
+		w.state, w.epoch = holdGranted, cb.epoch
+		wakeOne(w)
+	}
+}
+
+// rehold puts the retries on the ramp back in the hold: the host failed
+// again before they went.
+func (cb *circuit) rehold() {
+	cb.epoch++
+	if len(cb.ramp) == 0 {
+		return
+	}
+	for _, w := range cb.ramp {
+		w.state = holdWaiting
+	}
+	cb.held = append(cb.held, cb.ramp...)
+	slices.SortStableFunc(cb.held, func(a, b *holder) int { return a.since.Compare(b.since) })
+	clear(cb.ramp)
+	cb.ramp, cb.credit = cb.ramp[:0], 0
+	cb.signal()
+}
+
+// setLoan sets what the recovery under way may lend; mu is held.
+func (cb *circuit) setLoan(n int) {
+	cb.loan = n
+	if cb.lending.Load() != (n > 0) {
+		cb.lending.Store(n > 0)
+	}
+}
+
+// borrow takes one retry of the recovery's loan, if any is left.
+func (cb *circuit) borrow() bool {
+	if !cb.lending.Load() {
+		return false
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.loan == 0 {
+		return false
+	}
+	cb.setLoan(cb.loan - 1)
+	return true
+}
+
+func wakeOne(w *holder) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (cb *circuit) signal() {
+	if cb.changed != nil {
+		close(cb.changed)
+	}
+	cb.changed = make(chan struct{})
+}
