@@ -210,7 +210,10 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 	if c.perAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(ctx)
 	}
-	header := k.attemptHeader(n)
+	header := k.header
+	if c.freshHeader {
+		header = k.attemptHeader(n)
+	}
 	if c.attemptHook != nil {
 		var hctx context.Context
 		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
@@ -259,14 +262,11 @@ func (k *call) attemptContext(base context.Context) (ctx context.Context, m *own
 	return ctx, m
 }
 
-// attemptHeader is attempt n's header, if it differs from the request's:
-// the injected key's, with WithAttemptHeader's and WithDeadlineHeader's
-// values; nil if it does not.
+// attemptHeader is attempt n's header, a fresh copy of the request's (or
+// the injected key's), with WithAttemptHeader's and WithDeadlineHeader's
+// values.
 func (k *call) attemptHeader(n int) http.Header {
 	c, header := k.c, k.header
-	if c.attemptHeader == "" && c.deadlineHeader == "" && c.attemptHook == nil {
-		return header
-	}
 	// A fresh map for each attempt: the base may still be reading the
 	// previous attempt's headers.
 	if header == nil {

@@ -84,6 +84,7 @@ type config struct {
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
 	layers            *layers       // retries of the layers above, seen by this Transport
 	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
+	freshHeader       bool // each attempt gets a copy of the header: an attempt or deadline header, or a hook that may set some
 
 	// From a Policy: what its observability section requires, the dial
 	// timeout of the base to build, and its operations with their configs.
@@ -160,6 +161,7 @@ func (c *config) build() error {
 		c.plainBase = true
 	}
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
+	c.freshHeader = c.attemptHeader != "" || c.deadlineHeader != "" || c.attemptHook != nil
 	c.layers = new(layers)
 	c.held = newMemPool(defaultHeldBodyMemory)
 	if c.metricsSrc != nil {

@@ -38,7 +38,7 @@ const (
 
 // report reports e: the attempt hook's end of the attempt, a retry's or a
 // give-up's metrics and log record.
-func (k *call) report(e event) {
+func (k *call) report(e *event) {
 	k.endAttempt(e)
 	c := k.c
 	switch e.kind {
@@ -63,7 +63,7 @@ func (k *call) report(e event) {
 // finish reports how the request ended (e) and returns what RoundTrip
 // returns: the last response if there is one, with a nil error, else an
 // [*Error] that says how many attempts were made and why it stopped.
-func (k *call) finish(e event) (*http.Response, error) {
+func (k *call) finish(e *event) (*http.Response, error) {
 	k.report(e)
 	switch {
 	case e.err != nil:
@@ -88,7 +88,7 @@ func refusal(reason GiveUpReason, err error) error {
 }
 
 // endAttempt tells the attempt hook how the attempt in flight ended, once.
-func (k *call) endAttempt(e event) {
+func (k *call) endAttempt(e *event) {
 	if k.hookEnd == nil {
 		return
 	}

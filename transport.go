@@ -111,15 +111,18 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	if k.body.tee != nil {
 		defer k.body.tee.Release()
 	}
-	return k.finish(k.run(body))
+	ev := k.run(body)
+	return k.finish(&ev)
 }
 
 // run sends the request's attempts until one of them, or admission, ends
 // it, and says how: the event that is reported once.
 func (k *call) run(body io.ReadCloser) event {
-	if ev, ok := k.admitFirst(); !ok {
-		closeBody(body)
-		return ev
+	if k.t.Known() {
+		if reason, err := reasonOf(k.c.gate.AdmitFirst(&k.t)); reason != "" || err != nil {
+			closeBody(body)
+			return refused(reason, err)
+		}
 	}
 	var prev time.Duration
 	for attempt := 1; ; attempt++ {
@@ -136,21 +139,14 @@ func (k *call) run(body io.ReadCloser) event {
 	}
 }
 
-// admitFirst asks admission for the first attempt: a refusal gives up
-// with no attempt made; a wait that the caller's context ends ends the
-// request, with no refusal.
-func (k *call) admitFirst() (event, bool) {
-	if !k.t.Known() {
-		return event{}, true
+// refused is how a request ends that admission did not let make its
+// first attempt: a refusal gives up with no attempt made; a wait that the
+// caller's context ended ends it, with no refusal.
+func refused(reason GiveUpReason, err error) event {
+	if reason == "" {
+		return event{kind: evEnd, err: err}
 	}
-	reason, err := reasonOf(k.c.gate.AdmitFirst(&k.t))
-	switch {
-	case reason != "":
-		return event{kind: evGiveUp, reason: reason, r: result{err: refusal(reason, err)}}, false
-	case err != nil:
-		return event{kind: evEnd, err: err}, false
-	}
-	return event{}, true
+	return event{kind: evGiveUp, reason: reason, r: result{err: refusal(reason, err)}}
 }
 
 // retry takes attempt n's failure worth retrying (r) through the ladder,
@@ -181,7 +177,7 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	if adm == admission.NextHold || k.t.WasHeld {
 		k.lastDelay = time.Since(decided) // a hold's wait is what it took
 	}
-	k.report(event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
+	k.report(&event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
 	return next, f.backoff, event{}, false
 }
 

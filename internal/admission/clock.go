@@ -16,6 +16,10 @@ func monoAt(now time.Time) int64 { return int64(now.Sub(clockBase)) + monoOffset
 
 const monoOffset = 1 << 62
 
+// timeAt is the time.Time of mono m, with its monotonic reading: what
+// time.Now would have read then, for Before, After and Sub.
+func timeAt(m int64) time.Time { return clockBase.Add(time.Duration(m - monoOffset)) }
+
 // secondOf is the Unix second of the monotonic time m, anchored to the wall
 // clock at start, so that a step of the wall clock cannot move the
 // budget's buckets under it.

@@ -349,8 +349,7 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	hs := t.hs
 	o := seen{retry: t.retry, probe: t.p.probe}
-	o.at = time.Now()
-	o.now = monoAt(o.at)
+	o.at, o.now = g.endClock()
 	switch {
 	case r.Answered:
 		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
@@ -371,6 +370,19 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 		}
 	}
 	return o
+}
+
+// endClock reads the clock as an attempt ends: time.Now with pacers, which
+// read the wall clock (a quota's reset); otherwise one monotonic read,
+// about half time.Now's cost, as the breaker only compares and subtracts
+// the times, which their monotonic readings decide.
+func (g *Gate) endClock() (time.Time, int64) {
+	if g.paced {
+		at := time.Now()
+		return at, monoAt(at)
+	}
+	m := mono()
+	return timeAt(m), m
 }
 
 // report reports the breaker's transitions that no one has reported yet,
