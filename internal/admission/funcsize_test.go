@@ -4,31 +4,12 @@ import (
 	"os"
 	"regexp"
 	"testing"
-
-	"github.com/retryhttp/retryhttp/internal/codesize"
 )
 
 // controllerFiles hold admission's controllers, and the health they
 // read: none of them reads the clock or runs a timer; the time is in
 // what they are asked and told.
 var controllerFiles = []string{"budget.go", "breaker.go", "hold.go", "throttle.go", "staticrate.go", "quota.go", "limit.go", "health.go"}
-
-// No function of admission runs over 40 lines or a cyclomatic complexity
-// of 12 (1, plus one per if, for, case and && or ||): each says one thing.
-func TestAdmissionFunctionsAreSmall(t *testing.T) {
-	fs, err := codesize.Funcs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fs {
-		if f.Lines > 40 || f.Cyclomatic > 12 {
-			t.Errorf("%s: %s has %d lines and a cyclomatic complexity of %d; at most 40 and 12", f.File, f.Name, f.Lines, f.Cyclomatic)
-		}
-	}
-	if len(fs) < 100 {
-		t.Fatalf("found %d functions in admission's files; the parser missed some", len(fs))
-	}
-}
 
 // clockRead matches a read of the clock, or a timer.
 var clockRead = regexp.MustCompile(`time\.(Now|Since|Until|NewTimer|After|AfterFunc|Sleep|Tick|NewTicker)\(|\bmono\(\)|\bunixSecond\(\)`)

@@ -256,4 +256,3 @@ func (g *Gate) Pace(t *Ticket) (Reason, error) {
 	v, err := g.admit(t, t.question(kindSend))
 	return v.reason, err
 }
-

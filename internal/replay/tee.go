@@ -212,10 +212,6 @@ func (t *Tee) take(ctx context.Context) bool {
 // (and give the token back) on its own.
 func (t *Tee) fill(ctx context.Context, ahead bool) error {
 	buf := make([]byte, 32<<10)
-	type read struct {
-		n   int
-		err error
-	}
 	for empty := 0; ; {
 		t.mu.Lock()
 		more := !t.eof && !t.over
@@ -227,23 +223,8 @@ func (t *Tee) fill(ctx context.Context, ahead bool) error {
 			<-t.reading
 			return err
 		}
-		done := make(chan read, 1)
-		go func() {
-			n, err := t.src.Read(buf)
-			done <- read{n, err}
-		}()
-		var r read
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			go func() {
-				r := <-done
-				t.mu.Lock()
-				t.keep(buf[:r.n], false)
-				t.ended(cmp.Or(r.err, ctx.Err()))
-				t.mu.Unlock()
-				<-t.reading
-			}()
+		r, ok := t.readOnce(ctx, buf)
+		if !ok {
 			return ctx.Err()
 		}
 		t.mu.Lock()
@@ -257,6 +238,37 @@ func (t *Tee) fill(ctx context.Context, ahead bool) error {
 			t.ended(io.ErrNoProgress)
 		}
 		t.mu.Unlock()
+	}
+}
+
+// read is what one Read of the source returned.
+type read struct {
+	n   int
+	err error
+}
+
+// readOnce reads the source once into buf, on a goroutine of its own so
+// that ctx can end the wait; ok is false if ctx ended first: the read,
+// when it returns, is kept then, and ends the body.
+func (t *Tee) readOnce(ctx context.Context, buf []byte) (r read, ok bool) {
+	done := make(chan read, 1)
+	go func() {
+		n, err := t.src.Read(buf)
+		done <- read{n, err}
+	}()
+	select {
+	case r = <-done:
+		return r, true
+	case <-ctx.Done():
+		go func() {
+			r := <-done
+			t.mu.Lock()
+			t.keep(buf[:r.n], false)
+			t.ended(cmp.Or(r.err, ctx.Err()))
+			t.mu.Unlock()
+			<-t.reading
+		}()
+		return read{}, false
 	}
 }
 

@@ -155,8 +155,21 @@ func (r *Transport) pool(host, addr, port string) *http.Transport {
 	if p := r.pools[key]; p != nil {
 		return p
 	}
-	name, target := net.JoinHostPort(host, port), net.JoinHostPort(addr, port)
-	p = r.proto.Clone()
+	p = r.dialing(net.JoinHostPort(host, port), net.JoinHostPort(addr, port))
+	if len(r.pools) >= 1024 {
+		for k, old := range r.pools { // bounded: close and forget one, any
+			old.CloseIdleConnections()
+			delete(r.pools, k)
+			break
+		}
+	}
+	r.pools[key] = p
+	return p
+}
+
+// dialing is a copy of proto that dials target where it would dial name.
+func (r *Transport) dialing(name, target string) *http.Transport {
+	p := r.proto.Clone()
 	if len(r.proto.TLSNextProto) > 0 {
 		// HTTP/2 set up by golang.org/x/net/http2 (Vault's client is): its
 		// one pool per host:port would carry every address's attempts on
@@ -178,14 +191,6 @@ func (r *Transport) pool(host, addr, port string) *http.Transport {
 		}
 		return dial(ctx, network, a)
 	}
-	if len(r.pools) >= 1024 {
-		for k, old := range r.pools { // bounded: close and forget one, any
-			old.CloseIdleConnections()
-			delete(r.pools, k)
-			break
-		}
-	}
-	r.pools[key] = p
 	return p
 }
 
