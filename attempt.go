@@ -372,10 +372,10 @@ func (k *call) neverSent(err error) bool {
 // lengthMismatch reports whether the body GetBody gives is not the length
 // the request declares: net/http refuses to send such a request (with an
 // untyped error), and would refuse every retry alike. It reads a body
-// from GetBody, on the failure path only.
+// from GetBody, on the failure path only, once the attempt's is closed.
 func (k *call) lengthMismatch() bool {
 	cl := k.req.ContentLength
-	if k.body.mode != bodyGetBody || cl <= 0 {
+	if k.body.mode != bodyGetBody || cl <= 0 || k.body.open.wait(k.ctx) != nil {
 		return false
 	}
 	b, err := k.req.GetBody()

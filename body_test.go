@@ -2,12 +2,17 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/retryhttp/retryhttp/retrytest"
 )
@@ -191,4 +196,106 @@ func TestBodyOverLimitSentOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lateCloser answers like net/http's Transport: it reads the declared
+// length of the body, returns the response, and only then, on its own
+// goroutine and after a while, reads on to check that the body ends there
+// and closes it. It answers 503 to the first attempt, 200 after, and
+// never closes a body if hold is set.
+type lateCloser struct {
+	after time.Duration
+	hold  bool
+	mu    sync.Mutex
+	sent  []string // each attempt's body as it was sent
+	extra int64    // bytes found past the declared length
+	wg    sync.WaitGroup
+}
+
+func (b *lateCloser) RoundTrip(r *http.Request) (*http.Response, error) {
+	got := make([]byte, r.ContentLength)
+	n, _ := io.ReadFull(r.Body, got)
+	b.mu.Lock()
+	b.sent = append(b.sent, string(got[:n]))
+	code := 200
+	if len(b.sent) == 1 {
+		code = 503
+	}
+	b.mu.Unlock()
+	if !b.hold {
+		b.wg.Go(func() {
+			time.Sleep(b.after)
+			more, _ := io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			b.mu.Lock()
+			b.extra += more
+			b.mu.Unlock()
+		})
+	}
+	return reply(r, code, nil), nil
+}
+
+// sharedGetBody makes req's GetBody rewind one reader, as azcore's does
+// (it seeks its io.ReadSeeker back to 0), instead of making a new one.
+func sharedGetBody(req *http.Request, payload string) {
+	shared := strings.NewReader(payload)
+	req.Body = io.NopCloser(shared)
+	req.GetBody = func() (io.ReadCloser, error) {
+		_, err := shared.Seek(0, io.SeekStart)
+		return io.NopCloser(shared), err
+	}
+}
+
+// A GetBody that rewinds a shared reader is called only once the transport
+// below has closed the last attempt's body, as http.RoundTripper's
+// contract asks of a caller that sends a body again: net/http reads to
+// EOF and closes on its own goroutine, after RoundTrip has returned, and a
+// rewind before that would send the next attempt a short body.
+func TestBodyGetBodyWaitsForLastClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const payload = "quarterly numbers"
+		base := &lateCloser{after: 10 * time.Millisecond}
+		tr, _ := testTransport(base, WithBackoff(Constant(50*time.Millisecond)))
+		req := newRequest(t, "PUT", "http://example.test/", nil)
+		req.ContentLength = int64(len(payload))
+		sharedGetBody(req, payload)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		base.wg.Wait()
+		if want := []string{payload, payload}; !slices.Equal(base.sent, want) || base.extra != 0 {
+			t.Errorf("attempts sent %q with %d bytes past the length; want %q and none", base.sent, base.extra, want)
+		}
+		if resp.StatusCode != 200 {
+			t.Errorf("status %d, want 200", resp.StatusCode)
+		}
+	})
+}
+
+// A base that never closes a body breaks http.RoundTripper's contract:
+// the retry gives up (GiveUpBody) after closeWait with the last response,
+// rather than rewind a body that may still be read, or wait for ever.
+func TestBodyNeverClosedGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &lateCloser{hold: true}
+		var reason GiveUpReason
+		tr, _ := testTransport(base, WithAttemptHook(func(ctx context.Context, _ AttemptStart) (context.Context, func(AttemptEnd)) {
+			return ctx, func(e AttemptEnd) { reason = e.GiveUp }
+		}))
+		req := newRequest(t, "PUT", "http://example.test/", nil)
+		req.ContentLength = 5
+		sharedGetBody(req, "hello")
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || len(base.sent) != 1 || reason != GiveUpBody || time.Since(start) != closeWait {
+			t.Errorf("status %d after %d attempts, %v, reason %q; want the 503 after 1, %v, %q",
+				resp.StatusCode, len(base.sent), time.Since(start), reason, closeWait, GiveUpBody)
+		}
+	})
 }
