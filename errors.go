@@ -20,7 +20,7 @@ type GiveUpReason string
 // them (see decide in decide.go, then admission in internal/admission).
 const (
 	GiveUpUnsafeMethod GiveUpReason = "unsafe_method" // a non-idempotent request without a key reached the server
-	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, or GetBody failed
+	GiveUpBody         GiveUpReason = "body"          // the body is too long to replay, GetBody failed, or the last body was not closed
 	GiveUpAttempts     GiveUpReason = "attempts"      // WithMaxAttempts reached
 	GiveUpRetryAfter   GiveUpReason = "retry_after"   // Retry-After asks for more than WithMaxRetryAfter
 	GiveUpDeadline     GiveUpReason = "deadline"      // the wait would end past the context deadline
