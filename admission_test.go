@@ -296,16 +296,11 @@ func TestHeldRetryWaitsForRetryAfter(t *testing.T) {
 // the host back at 240ms, the caller gets the 200, not a deadline error.
 func TestHeldRetryReleasedWithinDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var fail atomic.Bool
-		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			code := 200
-			if fail.Load() {
-				code = 503
-			}
-			return respond(code), nil
-		})
+		base := newFailing()
+		base.down.Store(false)
+		fail := &base.down
 		tr := New(base, WithBackoff(Constant(200*time.Millisecond)), WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(time.Hour)}))
-		openBreaker(t, tr, &fail)
+		openBreaker(t, tr, fail)
 		t0 := time.Now()
 		go func() {
 			time.Sleep(240 * time.Millisecond)
@@ -576,20 +571,15 @@ func TestLowTrafficBlipSaved(t *testing.T) {
 // a Warn record when it opens and an Info when it closes, with the name.
 func TestBreakerVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var fail atomic.Bool
-		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			code := 200
-			if fail.Load() {
-				code = 503
-			}
-			return respond(code), nil
-		})
+		base := newFailing()
+		base.down.Store(false)
+		fail := &base.down
 		var events []string
 		var logs strings.Builder
 		m := NewMetrics()
 		tr := New(base, WithName("users"), WithMetrics(m), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 			WithRetryBreaker(BreakerConfig{OnStateChange: func(host string, open bool) { events = append(events, fmt.Sprint(host, " open=", open)) }}))
-		openBreaker(t, tr, &fail)
+		openBreaker(t, tr, fail)
 		if g := gauge(t, m, "retryhttp_breaker_open_hosts"); g != 1 {
 			t.Errorf("open hosts = %v while open, want 1", g)
 		}
@@ -624,16 +614,12 @@ func TestBreakerVisible(t *testing.T) {
 // request retried about once.
 func TestRefusedOutageHeldAndReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var down atomic.Bool
-		down.Store(true)
-		var attempts atomic.Int64
-		tr := New(retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			attempts.Add(1)
-			if down.Load() {
-				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-			}
-			return respond(200), nil
-		}))
+		base := newFailing()
+		base.fail = func(*http.Request) (*http.Response, error) {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		attempts, down := &base.attempts, &base.down
+		tr := New(base)
 		const n = 100
 		var ok atomic.Int64
 		var wg sync.WaitGroup

@@ -145,17 +145,8 @@ func TestTransportBreakerBridgesBlip(t *testing.T) {
 
 func bridgesBlip(t *testing.T, budget bool) {
 	synctest.Test(t, func(t *testing.T) {
-		var down atomic.Bool
-		down.Store(true)
-		var attempts atomic.Int64
-		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			attempts.Add(1)
-			code := 200
-			if down.Load() {
-				code = 503
-			}
-			return respond(code), nil
-		})
+		base := newFailing()
+		attempts := &base.attempts
 		tr := New(base, WithoutBudget())
 		if budget {
 			tr = New(base)
@@ -190,7 +181,7 @@ func bridgesBlip(t *testing.T, budget bool) {
 			t.Error("a first attempt was held by the open breaker")
 		}
 		time.Sleep(500 * time.Millisecond)
-		down.Store(false)
+		base.down.Store(false)
 		wg.Wait()
 		switch {
 		case !budget && ok.Load() != n:
@@ -210,11 +201,8 @@ func bridgesBlip(t *testing.T, budget bool) {
 // own backoff schedule (2.8s with the defaults) with its last response.
 func TestTransportBreakerShedsLongOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var attempts atomic.Int64
-		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			attempts.Add(1)
-			return respond(503), nil
-		})
+		base := newFailing()
+		attempts := &base.attempts
 		tr := New(base)
 		const n = 200
 		var wg sync.WaitGroup

@@ -15,24 +15,6 @@ import (
 // The budget's promises under load, in virtual time: what a host that is
 // overloaded or always failing receives from the defaults.
 
-// counting answers 503 to every attempt after a little latency, and
-// counts them.
-type counting struct {
-	n       atomic.Int64
-	latency time.Duration
-	header  http.Header
-}
-
-func (c *counting) RoundTrip(*http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	time.Sleep(c.latency)
-	h := c.header
-	if h == nil {
-		h = http.Header{}
-	}
-	return reply(nil, 503, h.Clone()), nil
-}
-
 // A caller that sends one request at a time to a host that always fails
 // sends at most (1 + ratio) × its requests (the probes are retries, and
 // charged), however its budget is set.
@@ -48,7 +30,8 @@ func TestSequentialCallerWithinBudget(t *testing.T) {
 		{NewBudget(0.1, 10), 1000, 1100}, // longer than the window
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			base := &counting{latency: 100 * time.Microsecond}
+			base := newFailing()
+			base.latency = 100 * time.Microsecond
 			opts := []Option{WithBackoff(Constant(0))}
 			if tt.budget != nil {
 				opts = append(opts, WithBudget(tt.budget))
@@ -61,7 +44,7 @@ func TestSequentialCallerWithinBudget(t *testing.T) {
 				}
 				resp.Body.Close()
 			}
-			if got := base.n.Load(); got > tt.max {
+			if got := base.attempts.Load(); got > tt.max {
 				t.Errorf("budget %+v: %d sequential requests to a host that always fails made %d attempts, want at most %d",
 					tt.budget, tt.n, got, tt.max)
 			}
@@ -124,7 +107,8 @@ func TestOverloadWithinBudget(t *testing.T) {
 func TestBudgetRefusalNeverWaits(t *testing.T) {
 	for _, breaker := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
-			base := &counting{header: http.Header{"Retry-After": {"20"}}}
+			base := newFailing()
+			base.header = http.Header{"Retry-After": {"20"}}
 			opts := []Option{WithBudget(NewBudget(0, 0))}
 			if !breaker {
 				opts = append(opts, WithoutRetryBreaker())
@@ -148,7 +132,7 @@ func TestBudgetRefusalNeverWaits(t *testing.T) {
 // does; not with an error.
 func TestFailFastKeepsResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &counting{}
+		base := newFailing()
 		tr := New(base, WithBackoff(Constant(100*time.Millisecond)), WithoutBudget(),
 			WithRetryBreaker(BreakerConfig{FailFast: true, ProbeBackoff: Constant(time.Hour)}))
 		done := make(chan error, 1)

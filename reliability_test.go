@@ -553,14 +553,11 @@ func TestLoad10kHeldLargePages(t *testing.T) {
 		t.Skip("10,000 concurrent requests")
 	}
 	page := bytes.Repeat([]byte("x"), 64<<10)
-	var down atomic.Bool
-	down.Store(true)
-	base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		if down.Load() {
-			return withBody(respond(503), io.NopCloser(bytes.NewReader(page)), int64(len(page))), nil
-		}
-		return respond(200), nil
-	})
+	base := newFailing()
+	base.fail = func(*http.Request) (*http.Response, error) {
+		return withBody(respond(503), io.NopCloser(bytes.NewReader(page)), int64(len(page))), nil
+	}
+	down := &base.down
 	tr := New(base, WithMaxAttempts(3), WithBackoff(Constant(10*time.Millisecond)),
 		WithRetryBreaker(BreakerConfig{MaxHold: 20 * time.Second, ProbeBackoff: Constant(time.Hour)}))
 	n := loadSize(10000, 1000)
