@@ -136,7 +136,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	if n == 1 && k.c.gate != nil && k.c.hedge != nil {
 		return k.hedged(body)
 	}
-	a := k.prepare(k.ctx, n, body, false)
+	a := k.prepare(nil, n, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
 	return k.classify(resp, err, timedOut)
@@ -201,39 +201,66 @@ type prepared struct {
 	end    func(AttemptEnd)
 }
 
-// prepare builds attempt n's request under base, the request's context or
-// a copy's of a hedged attempt, and calls the attempt hook. It runs on the
-// goroutine of RoundTrip, hedged copies included, so that the hook does.
+// prepare builds attempt n's request under base, a hedged copy's context,
+// or the request's own if base is nil, and calls the attempt hook. It runs
+// on the goroutine of RoundTrip, hedged copies included, so that the hook
+// does. It knows whether the context is new without comparing contexts:
+// context.Background's, a struct, compares by a call.
 func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bool) (a prepared) {
-	c, req := k.c, k.req
-	ctx, m := k.attemptContext(base)
+	c := k.c
+	fresh := base != nil
+	if !fresh {
+		base = k.ctx
+	}
+	ctx, m, wrapped := k.attemptContext(base)
+	fresh = fresh || wrapped
 	if c.perAttemptTimeout > 0 {
 		ctx, a.cancel = context.WithCancelCause(ctx)
+		fresh = true
 	}
 	header := k.header
 	if c.freshHeader {
 		header = k.attemptHeader(n)
 	}
 	if c.attemptHook != nil {
-		var hctx context.Context
-		hctx, a.end = c.attemptHook(ctx, AttemptStart{Request: req, Header: header,
-			Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge, Name: c.displayName()})
-		if hctx != nil {
-			ctx = hctx
-		}
+		var hooked bool
+		ctx, a.end, hooked = k.hook(ctx, n, header, hedge)
+		fresh = fresh || hooked
 	}
-	a.r = req
-	if ctx != k.ctx || body != req.Body || header != nil {
-		a.r = withContext(m, req, ctx)
-	}
-	if body != req.Body || header != nil {
-		a.r.Body = body
-		if header != nil {
-			a.r.Header = header
-		}
-		a.r.GetBody = k.body.getBody(k.ctx, req, k.replayable)
-	}
+	a.r = k.attemptRequest(m, ctx, fresh, body, header)
 	return a
+}
+
+// attemptRequest is the request an attempt sends: req itself, unless its
+// context is fresh, or its body or header is not req's: then a copy (in
+// m's storage, with a mark).
+func (k *call) attemptRequest(m *ownedRequest, ctx context.Context, fresh bool, body io.ReadCloser, header http.Header) *http.Request {
+	req := k.req
+	changed := body != req.Body || header != nil
+	if !fresh && !changed {
+		return req
+	}
+	r := withContext(m, req, ctx)
+	if changed {
+		r.Body = body
+		if header != nil {
+			r.Header = header
+		}
+		r.GetBody = k.body.getBody(k.ctx, req, k.replayable)
+	}
+	return r
+}
+
+// hook calls the attempt hook, and returns the attempt's context, the
+// hook's end, and whether the hook gave a context of its own.
+func (k *call) hook(ctx context.Context, n int, header http.Header, hedge bool) (context.Context, func(AttemptEnd), bool) {
+	c := k.c
+	hctx, end := c.attemptHook(ctx, AttemptStart{Request: k.req, Header: header,
+		Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge, Name: c.displayName()})
+	if hctx == nil || hctx == ctx {
+		return ctx, end, false
+	}
+	return hctx, end, true
 }
 
 // attemptContext is an attempt's context under base: with the trace that
@@ -241,9 +268,10 @@ func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bo
 // (WithAddressRotation), and the mark that an outer Transport owns its
 // retries (with markOwner: m holds the mark and the attempt's request, in
 // one allocation).
-func (k *call) attemptContext(base context.Context) (ctx context.Context, m *ownedRequest) {
+func (k *call) attemptContext(base context.Context) (ctx context.Context, m *ownedRequest, wrapped bool) {
 	c := k.c
 	ctx = base
+	wrapped = k.sent.gotConn != nil || c.rotate || c.markOwner
 	if g := k.sent.gotConn; g != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			GotConn: func(httptrace.GotConnInfo) { g.Store(true) },
@@ -259,7 +287,7 @@ func (k *call) attemptContext(base context.Context) (ctx context.Context, m *own
 		m = markOwned(ctx)
 		ctx = &m.ctx
 	}
-	return ctx, m
+	return ctx, m, wrapped
 }
 
 // attemptHeader is attempt n's header, a fresh copy of the request's (or

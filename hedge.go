@@ -173,7 +173,7 @@ func (h *hedging) another(k *call) bool {
 // latency if it succeeds.
 func (k *call) unhedged(body io.ReadCloser) result {
 	start := time.Now()
-	a := k.prepare(k.ctx, 1, body, false)
+	a := k.prepare(nil, 1, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
 	r := k.classify(resp, err, timedOut)

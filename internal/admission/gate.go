@@ -332,6 +332,9 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 		t.p = permit{}
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
+	if o.at.IsZero() {
+		o.at = timeAt(o.now) // the breaker's time, which the success path does not need
+	}
 	ch := t.done(o)
 	if ch.closed {
 		hs.health.reset()
@@ -374,15 +377,15 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 
 // endClock reads the clock as an attempt ends: time.Now with pacers, which
 // read the wall clock (a quota's reset); otherwise one monotonic read,
-// about half time.Now's cost, as the breaker only compares and subtracts
-// the times, which their monotonic readings decide.
+// about half time.Now's cost, and no time.Time, which Record makes from it
+// only past the success path (the breaker only compares and subtracts
+// its times, which their monotonic readings decide).
 func (g *Gate) endClock() (time.Time, int64) {
 	if g.paced {
 		at := time.Now()
 		return at, monoAt(at)
 	}
-	m := mono()
-	return timeAt(m), m
+	return time.Time{}, mono()
 }
 
 // report reports the breaker's transitions that no one has reported yet,
