@@ -169,3 +169,29 @@ func TestHedgeRealServerNoLeaks(t *testing.T) {
 		t.Errorf("%d connections left open at the server", c)
 	}
 }
+
+// A copy is not sent while the first attempt's body is still being read:
+// a slow upload, which a copy would not speed up, and a GetBody that
+// rewinds the reader it is read from would race it.
+func TestHedgeWaitsForTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var attempts atomic.Int64
+		base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			attempts.Add(1)
+			time.Sleep(100 * time.Millisecond) // the upload, read slowly
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			return respond(200), nil
+		})
+		tr := New(base, WithHedging(HedgeConfig{Delay: 10 * time.Millisecond}))
+		resp, err := tr.RoundTrip(newRequest(t, "PUT", "http://h/", strings.NewReader("upload")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		synctest.Wait()
+		if n := attempts.Load(); n != 1 {
+			t.Errorf("%d attempts, want 1: no copy while the body is being read", n)
+		}
+	})
+}
