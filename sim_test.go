@@ -257,6 +257,7 @@ type simCaller struct {
 	maxAttempts int           // per-request WithMaxAttempts, 0: none
 	cancelAt    time.Duration // its caller cancels it this long after it starts, 0: never
 	sdk         bool          // an SDK's second try (amz-sdk-request: attempt=2; max=3): its schedule is the SDK's
+	sharedBody  bool          // its GetBody rewinds one shared reader (as azcore's does) instead of making a new one
 }
 
 type simFaults struct {
@@ -289,6 +290,11 @@ type simFaults struct {
 	wild int
 	// statePolicy: the quota's size and window are stated in RateLimit-Policy.
 	statePolicy bool
+	// lateClose: the base reads each request body's declared length,
+	// answers, and only this long after reads on to EOF and closes it, on
+	// a goroutine of its own, as net/http may. 0: at once, before it
+	// answers.
+	lateClose time.Duration
 }
 
 func (s *simulation) String() string { return strings.Join(s.desc, " ") }
@@ -422,7 +428,25 @@ func drawSim(seed uint64) *simulation {
 	// these cases existed draw what they did.
 	s.drawShapes(rand.New(rand.NewPCG(seed, seed^0x5bd1e995)))
 	s.drawOwners(rand.New(rand.NewPCG(seed, seed^0x27d4eb2f)))
+	s.drawBodies(rand.New(rand.NewPCG(seed, seed^0x85ebca6b)))
 	return s
+}
+
+// drawBodies draws, on a stream of its own, a base that closes request
+// bodies late (as net/http may, after RoundTrip returned), and callers
+// whose GetBody rewinds one shared reader: a retry must not rewind a body
+// that is still being read.
+func (s *simulation) drawBodies(r *rand.Rand) {
+	if r.IntN(4) == 0 {
+		s.faults.lateClose = time.Duration(1+r.IntN(30)) * time.Millisecond
+		s.desc = append(s.desc, fmt.Sprintf("late-close=%v", s.faults.lateClose))
+	}
+	for i := range s.callers {
+		if c := &s.callers[i]; c.method != "GET" && !c.streamed && r.IntN(2) == 0 {
+			c.sharedBody = true
+			s.desc = append(s.desc, "shared-body="+c.id)
+		}
+	}
 }
 
 // drawShapes draws the outages' and overloads' shapes that admission
@@ -640,6 +664,36 @@ type simBase struct {
 	used       map[string]map[int64]int   // the server quota's use, per host and window
 	quotaWords int                        // answers that stated the quota
 	open       atomic.Int64               // response bodies handed out, not closed
+	closing    sync.WaitGroup             // request bodies closed late (faults.lateClose)
+}
+
+// readBody reads what a request body carries, its declared length (all
+// of it if it declares none), and closes it: at once, or faults.lateClose later
+// on a goroutine of its own after reading on to EOF, as net/http may
+// after RoundTrip has returned.
+func (b *simBase) readBody(r *http.Request) string {
+	if r.Body == nil {
+		return ""
+	}
+	var got []byte
+	if r.ContentLength > 0 { // 0 with a body: unknown, as net/http reads it
+		got = make([]byte, r.ContentLength)
+		n, _ := io.ReadFull(r.Body, got)
+		got = got[:n]
+	} else {
+		got, _ = io.ReadAll(r.Body)
+	}
+	if d := b.s.faults.lateClose; d > 0 {
+		b.closing.Go(func() {
+			time.Sleep(d)
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+		})
+		return string(got)
+	}
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	return string(got)
 }
 
 type simAttempt struct {
@@ -649,18 +703,16 @@ type simAttempt struct {
 	ra       time.Duration // the Retry-After it was answered with, if any
 	answered bool          // the server answered it (any status)
 	status   int           // the status it was answered with, 0 if none
+	body     string        // the body it carried, if it had one
 }
 
 func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
+	body := b.readBody(r)
 	id := r.Header.Get("X-Sim")
 	now := time.Since(b.start)
 	b.mu.Lock()
 	n := len(b.sent[id]) + 1
-	b.sent[id] = append(b.sent[id], simAttempt{at: now, number: r.Header.Get("X-Attempt"), left: r.Header.Get("X-Deadline-Ms")})
+	b.sent[id] = append(b.sent[id], simAttempt{at: now, number: r.Header.Get("X-Attempt"), left: r.Header.Get("X-Deadline-Ms"), body: body})
 	b.mu.Unlock()
 	f := &b.s.faults
 	if f.panics[id] == n {
@@ -903,6 +955,7 @@ func (s *simulation) run(t *testing.T) []string {
 		})
 	}
 	wg.Wait()
+	b.closing.Wait()
 	synctest.Wait()
 	return s.check(tr, b, m, gu, outcomes)
 }
@@ -947,6 +1000,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	req, err := http.NewRequestWithContext(ctx, c.method, "http://"+c.host+path, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.sharedBody {
+		sharedGetBody(req, "payload")
 	}
 	req.Header.Set("X-Sim", c.id)
 	if c.safeHeader {
@@ -1021,6 +1077,11 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 		}
 		if c.streamed && s.noBuffer && len(sent) > 1 {
 			fail("caller %s: a body without GetBody, with nothing buffered, was sent %d times", c.id, len(sent))
+		}
+		for i, a := range sent {
+			if c.method != "GET" && a.body != "payload" {
+				fail("caller %s: attempt %d carried %q, want the whole body", c.id, i+1, a.body)
+			}
 		}
 		// A 503 that is not retryable ends the call, unless the server
 		// says x-should-retry: true; only errors (a hang, a timeout, a
