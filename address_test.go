@@ -95,6 +95,7 @@ func TestAddressRotation(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		for _, bad := range []string{"503", "reset", "hang"} {
 			t.Run(fmt.Sprintf("%s tls=%v", bad, useTLS), func(t *testing.T) {
+				t.Parallel() // the hangs' timeouts are waits, not work: they overlap
 				port, srvs := threeBackends(t, bad, useTLS)
 				var dials sync.Map // address: *atomic.Int32
 				base := &http.Transport{ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4}

@@ -147,6 +147,7 @@ func TestFaultsPerMethod(t *testing.T) {
 			want   int
 		}{{"GET", "GET", false, tt.want.get}, {"POST", "POST", false, tt.want.post}, {"keyed POST", "POST", true, tt.want.keyedPost}} {
 			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
+				t.Parallel() // the timeouts are waits, not work: they overlap
 				srv := retrytest.NewServer()
 				srv.Then = tt.reply
 				defer srv.Close()
