@@ -12,15 +12,16 @@ FUZZTIME ?= 30s
 # packages under the race detector, examples included; then the load tests,
 # the simulator's full draw and the quota pacing's 15 seeds without it. The nested modules are
 # tested by make examples, conformance and bench-check, and checked by make
-# lint.
+# lint. (-load.full goes after the package: go test takes what follows a
+# flag of the test binary's as the binary's, packages included.)
 test:
 	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestLoad|TestSimulator' -load.full .
-	$(GO) test -count=1 -run 'TestQuotaPacing$$' -load.full ./internal/admission
+	$(GO) test -count=1 -run 'TestLoad|TestSimulator' . -load.full
+	$(GO) test -count=1 -run 'TestQuotaPacing$$' ./internal/admission -load.full
 
 demo:
 	$(GO) run ./examples/demo
