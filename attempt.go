@@ -403,7 +403,7 @@ func (k *call) neverSent(err error) bool {
 // from GetBody, on the failure path only, once the attempt's is closed.
 func (k *call) lengthMismatch() bool {
 	cl := k.req.ContentLength
-	if k.body.open == nil || cl <= 0 || k.body.open.wait(k.ctx) != nil {
+	if k.body.open == nil || cl <= 0 || k.body.open.Wait(k.ctx) != nil {
 		// Not GetBody's, or one attempt (nothing to retry, and its body
 		// is not counted), or its body is still open.
 		return false

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -198,121 +197,8 @@ func wrapCancel(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadClose
 type bodyReplay struct {
 	mode bodyMode
 	buf  replay.Chunks
-	tee  *replay.Tee // the first attempt's body, while it is being kept
-	open *openBodies // with GetBody and retries: the bodies not closed yet
-}
-
-// closeWait bounds how long a retry waits for the transport below to
-// close the last attempt's body before it calls GetBody: net/http closes
-// it at once, or within 50 ms of the response's body being closed when
-// the server answered before reading all of it. A base that never closes
-// it breaks http.RoundTripper's contract; the retry then gives up
-// (GiveUpBody) rather than race it.
-const closeWait = time.Second
-
-// errBodyOpen is why a retry gives up when the last attempt's body was
-// not closed within closeWait.
-var errBodyOpen = errors.New("retryhttp: the transport did not close the last attempt's request body")
-
-// openBodies counts the request bodies that GetBody made and that the
-// transport below has not closed yet. RoundTrip may return before
-// net/http is done with a body: it reads on to EOF to check the declared
-// length, then closes it, on its own goroutine. A GetBody may rewind one
-// shared reader instead of making a new one (azcore's seeks its
-// io.ReadSeeker back to 0), and calling it then would race that read and
-// send a short body. http.RoundTripper's contract is that a caller who
-// sends a body again waits for its Close; wait does. A nil *openBodies
-// (no GetBody, or one attempt) has nothing open.
-type openBodies struct {
-	mu    sync.Mutex
-	n     int
-	idle  chan struct{} // made by a waiter, closed when n drops to 0
-	get   func() (io.ReadCloser, error)
-	first trackedBody // the first attempt's, in the same allocation
-}
-
-// trackedBody is an attempt's body, counted in openBodies until closed.
-type trackedBody struct {
-	io.ReadCloser
-	o    *openBodies
-	shut atomic.Bool
-}
-
-func (b *trackedBody) Close() error {
-	err := b.ReadCloser.Close()
-	if b.shut.CompareAndSwap(false, true) {
-		b.o.closed()
-	}
-	return err
-}
-
-// trackFirst counts req's body, the first attempt's, and returns it.
-func trackFirst(req *http.Request) (*openBodies, io.ReadCloser) {
-	o := &openBodies{n: 1}
-	o.first = trackedBody{ReadCloser: req.Body, o: o}
-	getBody := req.GetBody
-	o.get = func() (io.ReadCloser, error) {
-		rc, err := getBody()
-		if err != nil || rc == nil || rc == http.NoBody {
-			return rc, err
-		}
-		return o.track(rc), nil
-	}
-	return o, &o.first
-}
-
-func (o *openBodies) track(rc io.ReadCloser) io.ReadCloser {
-	o.mu.Lock()
-	o.n++
-	o.mu.Unlock()
-	return &trackedBody{ReadCloser: rc, o: o}
-}
-
-func (o *openBodies) closed() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.n--; o.n == 0 && o.idle != nil {
-		close(o.idle)
-		o.idle = nil
-	}
-}
-
-// busy reports whether a body is still open, without waiting.
-func (o *openBodies) busy() bool {
-	if o == nil {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.n > 0
-}
-
-// wait returns when every body tracked is closed: at once, almost always.
-// It fails at ctx's end, or after closeWait.
-func (o *openBodies) wait(ctx context.Context) error {
-	if o == nil {
-		return nil
-	}
-	o.mu.Lock()
-	if o.n == 0 {
-		o.mu.Unlock()
-		return nil
-	}
-	if o.idle == nil {
-		o.idle = make(chan struct{})
-	}
-	idle := o.idle
-	o.mu.Unlock()
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return errBodyOpen
-	}
+	tee  *replay.Tee  // the first attempt's body, while it is being kept
+	open *replay.Open // with GetBody and retries: the bodies not closed yet
 }
 
 // first decides how the request body reaches each attempt, and
@@ -326,7 +212,7 @@ func (b *bodyReplay) first(req *http.Request, maxAttempts int, limit int64) io.R
 	case req.GetBody != nil:
 		b.mode = bodyGetBody
 		if maxAttempts > 1 {
-			b.open, first = trackFirst(req)
+			b.open, first = replay.Track(req.Body, req.GetBody)
 		}
 	case maxAttempts == 1 || req.ContentLength > limit:
 		// Never retried, or too long to keep: sent once, as it is.
@@ -355,10 +241,10 @@ func (b *bodyReplay) next(ctx context.Context, req *http.Request) (io.ReadCloser
 		if b.open == nil {
 			return req.GetBody() // with one attempt, nothing is counted
 		}
-		if err := b.open.wait(ctx); err != nil {
+		if err := b.open.Wait(ctx); err != nil {
 			return nil, err
 		}
-		return b.open.get()
+		return b.open.GetBody()
 	case bodyBuffered:
 		return replay.NewReader(b.buf), nil
 	case bodyTee:
@@ -404,7 +290,7 @@ func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable 
 	case b.open != nil:
 		// net/http calls it to resend a request that the server cannot
 		// have processed; the body it makes is counted too.
-		return b.open.get
+		return b.open.GetBody
 	}
 	return req.GetBody
 }

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/replay"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
@@ -275,7 +276,7 @@ func TestBodyGetBodyWaitsForLastClose(t *testing.T) {
 }
 
 // A base that never closes a body breaks http.RoundTripper's contract:
-// the retry gives up (GiveUpBody) after closeWait with the last response,
+// the retry gives up (GiveUpBody) after replay.CloseWait with the last response,
 // rather than rewind a body that may still be read, or wait for ever.
 func TestBodyNeverClosedGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -293,9 +294,9 @@ func TestBodyNeverClosedGivesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 503 || len(base.sent) != 1 || reason != GiveUpBody || time.Since(start) != closeWait {
+		if resp.StatusCode != 503 || len(base.sent) != 1 || reason != GiveUpBody || time.Since(start) != replay.CloseWait {
 			t.Errorf("status %d after %d attempts, %v, reason %q; want the 503 after 1, %v, %q",
-				resp.StatusCode, len(base.sent), time.Since(start), reason, closeWait, GiveUpBody)
+				resp.StatusCode, len(base.sent), time.Since(start), reason, replay.CloseWait, GiveUpBody)
 		}
 	})
 }

@@ -154,7 +154,7 @@ func (h *hedging) dropLast(k *call) {
 // it go.
 func (h *hedging) another(k *call) bool {
 	c := k.c
-	if h.extra >= c.hedge.MaxExtra || k.body.open.busy() || !c.gate.MayHedge(&k.t) {
+	if h.extra >= c.hedge.MaxExtra || k.body.open.Busy() || !c.gate.MayHedge(&k.t) {
 		// A body still being sent is a slow upload, which a copy would
 		// not speed up; and GetBody may rewind the reader it is sent from.
 		return false

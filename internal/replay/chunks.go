@@ -1,7 +1,9 @@
 // Package replay holds a request body for its retries: as chunks in
 // memory that a replay reads in turn, never copying what was read before,
-// and the tee that fills them while the first attempt sends the body.
-// It needs only the standard library.
+// and the tee that fills them while the first attempt sends the body; or,
+// for a body with GetBody, the count of the bodies the transport below
+// has not closed yet (open.go), which a retry waits for. It needs only the
+// standard library.
 package replay
 
 import (

@@ -1,0 +1,126 @@
+// This file holds Open: the count of the request bodies a GetBody made
+// that the transport below has not closed yet. RoundTrip may return
+// before net/http is done with a body: it reads on to EOF to check the
+// declared length, then closes it, on its own goroutine. A GetBody may
+// rewind one shared reader instead of making a new one (azcore's seeks its
+// io.ReadSeeker back to 0), and calling it then would race that read and
+// send a short body. http.RoundTripper's contract is that a caller who
+// sends a body again waits for its Close; Wait does.
+
+package replay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// CloseWait bounds how long Wait waits: net/http closes a body at once,
+// or within 50 ms of the response's body being closed when the server
+// answered before reading all of it. A base that never closes it breaks
+// http.RoundTripper's contract.
+const CloseWait = time.Second
+
+// ErrOpen is Wait's error when a body was not closed within CloseWait.
+var ErrOpen = errors.New("retryhttp: the transport did not close the last attempt's request body")
+
+// Open counts the bodies made for one request. A nil *Open has nothing
+// open.
+type Open struct {
+	// GetBody is the request's GetBody, with the bodies it makes counted:
+	// the retries' and net/http's own resends.
+	GetBody func() (io.ReadCloser, error)
+
+	mu    sync.Mutex
+	n     int
+	idle  chan struct{} // made by a waiter, closed when n drops to 0
+	first tracked       // the first attempt's, in the same allocation
+}
+
+// tracked is an attempt's body, counted in Open until closed.
+type tracked struct {
+	io.ReadCloser
+	o    *Open
+	shut atomic.Bool
+}
+
+func (b *tracked) Close() error {
+	err := b.ReadCloser.Close()
+	if b.shut.CompareAndSwap(false, true) {
+		b.o.closed()
+	}
+	return err
+}
+
+// Track starts counting the bodies of a request whose body is body and
+// whose GetBody is getBody, and returns the first attempt's body.
+func Track(body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*Open, io.ReadCloser) {
+	o := &Open{n: 1}
+	o.first = tracked{ReadCloser: body, o: o}
+	o.GetBody = func() (io.ReadCloser, error) {
+		rc, err := getBody()
+		if err != nil || rc == nil || rc == http.NoBody {
+			return rc, err
+		}
+		return o.track(rc), nil
+	}
+	return o, &o.first
+}
+
+func (o *Open) track(rc io.ReadCloser) io.ReadCloser {
+	o.mu.Lock()
+	o.n++
+	o.mu.Unlock()
+	return &tracked{ReadCloser: rc, o: o}
+}
+
+func (o *Open) closed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n--; o.n == 0 && o.idle != nil {
+		close(o.idle)
+		o.idle = nil
+	}
+}
+
+// Busy reports whether a body is still open, without waiting.
+func (o *Open) Busy() bool {
+	if o == nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n > 0
+}
+
+// Wait returns when every body counted is closed: at once, almost always.
+// It fails at ctx's end, or with ErrOpen after CloseWait.
+func (o *Open) Wait(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	if o.n == 0 {
+		o.mu.Unlock()
+		return nil
+	}
+	if o.idle == nil {
+		o.idle = make(chan struct{})
+	}
+	idle := o.idle
+	o.mu.Unlock()
+	t := time.NewTimer(CloseWait)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return ErrOpen
+	}
+}

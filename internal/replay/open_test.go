@@ -1,0 +1,49 @@
+package replay
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Wait returns once every body Track and GetBody made is closed; Busy
+// says whether one is open; a body never closed fails Wait after
+// CloseWait, and a context's end ends it first.
+func TestOpenWaitsForEveryClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		getBody := func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("x")), nil }
+		o, first := Track(io.NopCloser(strings.NewReader("x")), getBody)
+		second, _ := o.GetBody()
+		if !o.Busy() {
+			t.Fatal("two bodies open, Busy false")
+		}
+		start := time.Now()
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			first.Close()
+			first.Close() // twice: counted once
+			time.Sleep(10 * time.Millisecond)
+			second.Close()
+		}()
+		if err := o.Wait(context.Background()); err != nil || time.Since(start) != 20*time.Millisecond || o.Busy() {
+			t.Errorf("Wait = %v after %v, busy %v; want nil after the last close, 20ms", err, time.Since(start), o.Busy())
+		}
+		third, _ := o.GetBody()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := o.Wait(ctx); err != context.DeadlineExceeded || time.Since(start) != 70*time.Millisecond {
+			t.Errorf("Wait = %v at %v; want the context's end at 70ms", err, time.Since(start))
+		}
+		if err := o.Wait(context.Background()); err != ErrOpen || time.Since(start) != 70*time.Millisecond+CloseWait {
+			t.Errorf("Wait = %v at %v; want ErrOpen after CloseWait", err, time.Since(start))
+		}
+		third.Close()
+		var none *Open
+		if none.Busy() || none.Wait(context.Background()) != nil {
+			t.Error("a nil Open has something open")
+		}
+	})
+}
