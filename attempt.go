@@ -136,7 +136,7 @@ func (k *call) attempt(n int, body io.ReadCloser) (r result) {
 	if n == 1 && k.c.gate != nil && k.c.hedge != nil {
 		return k.hedged(body)
 	}
-	a := k.prepare(nil, n, body, false)
+	a := k.prepare(k.ctx, false, n, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
 	return k.classify(resp, err, timedOut)
@@ -201,17 +201,13 @@ type prepared struct {
 	end    func(AttemptEnd)
 }
 
-// prepare builds attempt n's request under base, a hedged copy's context,
-// or the request's own if base is nil, and calls the attempt hook. It runs
-// on the goroutine of RoundTrip, hedged copies included, so that the hook
-// does. It knows whether the context is new without comparing contexts:
+// prepare builds attempt n's request under base, the request's context
+// or (fresh) a hedged copy's, and calls the attempt hook. It runs on the
+// goroutine of RoundTrip, hedged copies included, so that the hook does.
+// It knows whether the context is new without comparing contexts:
 // context.Background's, a struct, compares by a call.
-func (k *call) prepare(base context.Context, n int, body io.ReadCloser, hedge bool) (a prepared) {
+func (k *call) prepare(base context.Context, fresh bool, n int, body io.ReadCloser, hedge bool) (a prepared) {
 	c := k.c
-	fresh := base != nil
-	if !fresh {
-		base = k.ctx
-	}
 	ctx, m, wrapped := k.attemptContext(base)
 	fresh = fresh || wrapped
 	if c.perAttemptTimeout > 0 {

@@ -173,7 +173,7 @@ func (h *hedging) another(k *call) bool {
 // latency if it succeeds.
 func (k *call) unhedged(body io.ReadCloser) result {
 	start := time.Now()
-	a := k.prepare(nil, 1, body, false)
+	a := k.prepare(k.ctx, false, 1, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
 	r := k.classify(resp, err, timedOut)
@@ -200,7 +200,7 @@ func (h *hedging) launch(k *call, b io.ReadCloser) {
 	idx := len(h.cancels)
 	h.cancels = append(h.cancels, cancel)
 	h.pending++
-	a := k.prepare(ctx, 1, b, idx > 0)
+	a := k.prepare(ctx, true, 1, b, idx > 0)
 	c, results := k.c, h.results
 	go func() {
 		t0 := time.Now()
