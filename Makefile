@@ -8,8 +8,9 @@ FUZZTIME ?= 30s
 .PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance conformance-update overhead-update charts
 
 # test: the root module alone (it needs only the root module's
-# dependencies): formatting, a tidy go.mod, vet, and every test of its
-# packages under the race detector, examples included; then the load tests,
+# dependencies): formatting, a tidy go.mod, vet, and every test of the
+# library's packages (and retrytest's) under the race detector; the example
+# programs under examples/ are make examples'; then the load tests,
 # the simulator's full draw and the quota pacing's 15 seeds without it. The nested modules are
 # tested by make examples, conformance and bench-check, and checked by make
 # lint. (-load.full goes after the package: go test takes what follows a
@@ -19,7 +20,7 @@ test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /examples/)
 	$(GO) test -count=1 -run 'TestLoad|TestSimulator' . -load.full
 	$(GO) test -count=1 -run 'TestQuotaPacing$$' ./internal/admission -load.full
 
