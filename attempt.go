@@ -76,7 +76,8 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	}
 	k.key(method)
 	k.detectLayered()
-	if c.layers.failed.Again(req, method, admission.UnixSecond) {
+	if !k.t.Repeat && c.layers.failed.Again(req, method, admission.UnixSecond) {
+		// Counted once: a retry a layer above marked is not also a repeat.
 		k.layered(layerRepeat)
 	}
 	if !k.t.Owned {
@@ -236,7 +237,14 @@ func (k *call) attemptRequest(m *ownedRequest, ctx context.Context, fresh bool, 
 	if !fresh && !changed {
 		return req
 	}
-	r := withContext(m, req, ctx)
+	var r *http.Request
+	if m == nil && k.body.spare != nil {
+		// The first attempt's, whose counted body makes it a copy.
+		r, k.body.spare = k.body.spare, nil
+		*r = *req.WithContext(ctx)
+	} else {
+		r = withContext(m, req, ctx)
+	}
 	if changed {
 		r.Body = body
 		if header != nil {
@@ -399,7 +407,7 @@ func (k *call) neverSent(err error) bool {
 // from GetBody, on the failure path only, once the attempt's is closed.
 func (k *call) lengthMismatch() bool {
 	cl := k.req.ContentLength
-	if k.body.open == nil || cl <= 0 || k.body.open.Wait(k.ctx) != nil {
+	if k.body.open == nil || cl <= 0 || k.body.open.Wait(k.ctx, k.t.End()) != nil {
 		// Not GetBody's, or one attempt (nothing to retry, and its body
 		// is not counted), or its body is still open.
 		return false

@@ -199,6 +199,17 @@ type bodyReplay struct {
 	buf  replay.Chunks
 	tee  *replay.Tee  // the first attempt's body, while it is being kept
 	open *replay.Open // with GetBody and retries: the bodies not closed yet
+
+	// spare is storage for the first attempt's request, which carries a
+	// counted body and so is a copy: made with open, in one allocation.
+	spare *http.Request
+}
+
+// counted is a request's count of open bodies and its first attempt's
+// request, allocated together.
+type counted struct {
+	open replay.Open
+	req  http.Request
 }
 
 // first decides how the request body reaches each attempt, and
@@ -212,7 +223,9 @@ func (b *bodyReplay) first(req *http.Request, maxAttempts int, limit int64) io.R
 	case req.GetBody != nil:
 		b.mode = bodyGetBody
 		if maxAttempts > 1 {
-			b.open, first = replay.Track(req.Body, req.GetBody)
+			cnt := new(counted)
+			b.open, b.spare = &cnt.open, &cnt.req
+			first = b.open.Track(req.Body, req.GetBody)
 		}
 	case maxAttempts == 1 || req.ContentLength > limit:
 		// Never retried, or too long to keep: sent once, as it is.
@@ -234,14 +247,15 @@ func sized(cs replay.Chunks, err error, cl int64) (replay.Chunks, error) {
 	return cs, err
 }
 
-// next returns the body of the next attempt.
-func (b *bodyReplay) next(ctx context.Context, req *http.Request) (io.ReadCloser, error) {
+// next returns the body of the next attempt. A GetBody's waits for the
+// last body's close until end at the latest (if not zero).
+func (b *bodyReplay) next(ctx context.Context, req *http.Request, end time.Time) (io.ReadCloser, error) {
 	switch b.mode {
 	case bodyGetBody:
 		if b.open == nil {
 			return req.GetBody() // with one attempt, nothing is counted
 		}
-		if err := b.open.Wait(ctx); err != nil {
+		if err := b.open.Wait(ctx, end); err != nil {
 			return nil, err
 		}
 		return b.open.GetBody()
@@ -293,4 +307,29 @@ func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable 
 		return b.open.GetBody
 	}
 	return req.GetBody
+}
+
+// bodyEnd is the latest that a retry which waits delay once it has its
+// body may wait for the last body's close: the request's end (its
+// context's deadline or WithMaxElapsed) less delay; zero if it has none.
+func (k *call) bodyEnd(delay time.Duration) time.Time {
+	end := k.t.End()
+	if end.IsZero() {
+		return end
+	}
+	return end.Add(-delay)
+}
+
+// bodyFailed is why a retry whose body could not be had gives up: the
+// request's end came while the last body was open (WithMaxElapsed's, or
+// its context's deadline), or GetBody failed, or the base never closed
+// the last body.
+func (k *call) bodyFailed(err error) GiveUpReason {
+	switch {
+	case !errors.Is(err, replay.ErrLate):
+		return GiveUpBody
+	case !k.t.MaxElapsedEnd.IsZero() && k.t.MaxElapsedEnd.Equal(k.t.End()):
+		return GiveUpMaxElapsed
+	}
+	return GiveUpDeadline
 }

@@ -207,6 +207,7 @@ func TestBodyOverLimitSentOnce(t *testing.T) {
 type lateCloser struct {
 	after time.Duration
 	hold  bool
+	fail  error // the first attempt's error, if not a 503
 	mu    sync.Mutex
 	sent  []string // each attempt's body as it was sent
 	extra int64    // bytes found past the declared length
@@ -222,6 +223,7 @@ func (b *lateCloser) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(b.sent) == 1 {
 		code = 503
 	}
+	first := len(b.sent) == 1
 	b.mu.Unlock()
 	if !b.hold {
 		b.wg.Go(func() {
@@ -232,6 +234,9 @@ func (b *lateCloser) RoundTrip(r *http.Request) (*http.Response, error) {
 			b.extra += more
 			b.mu.Unlock()
 		})
+	}
+	if first && b.fail != nil {
+		return nil, b.fail
 	}
 	return reply(r, code, nil), nil
 }
@@ -299,4 +304,43 @@ func TestBodyNeverClosedGivesUp(t *testing.T) {
 				resp.StatusCode, len(base.sent), time.Since(start), reason, replay.CloseWait, GiveUpBody)
 		}
 	})
+}
+
+// A base that never closes the body waits for it once per request, however
+// many places need the body (the length check after an error, then the
+// retry's GetBody), and no longer than the request's WithMaxElapsed.
+func TestBodyNeverClosedWaitsOnceWithinTheRequestsBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fail   error
+		opts   []Option
+		took   time.Duration
+		reason GiveUpReason
+	}{
+		{"error", io.ErrUnexpectedEOF, nil, replay.CloseWait, GiveUpBody},
+		{"max-elapsed", nil, []Option{WithMaxElapsed(200 * time.Millisecond)}, 200 * time.Millisecond, GiveUpMaxElapsed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &lateCloser{hold: true, fail: tc.fail}
+				var reason GiveUpReason
+				opts := append(tc.opts, WithAttemptHook(func(ctx context.Context, _ AttemptStart) (context.Context, func(AttemptEnd)) {
+					return ctx, func(e AttemptEnd) { reason = e.GiveUp }
+				}))
+				tr, _ := testTransport(base, opts...)
+				req := newRequest(t, "PUT", "http://example.test/", nil)
+				req.ContentLength = 5
+				sharedGetBody(req, "hello")
+				start := time.Now()
+				resp, err := tr.RoundTrip(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				if (err != nil) != (tc.fail != nil) || len(base.sent) != 1 || reason != tc.reason || time.Since(start) > tc.took {
+					t.Errorf("err %v after %d attempts, %v, reason %q; want %d attempt, at most %v, %q",
+						err, len(base.sent), time.Since(start), reason, 1, tc.took, tc.reason)
+				}
+			})
+		})
+	}
 }

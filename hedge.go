@@ -159,7 +159,7 @@ func (h *hedging) another(k *call) bool {
 		// not speed up; and GetBody may rewind the reader it is sent from.
 		return false
 	}
-	next, err := k.body.next(k.ctx, k.req)
+	next, err := k.body.next(k.ctx, k.req, time.Time{}) // not Busy: nothing to wait for
 	if err != nil {
 		return false
 	}

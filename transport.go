@@ -241,9 +241,9 @@ func (k *call) maxAttempts() int {
 // attempt's body, then asks admission (internal/admission), which may charge the
 // budget. A retry that admission refuses gives up now, without a wait.
 func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission.Next, verdict) {
-	next, err := k.body.next(k.ctx, k.req)
+	next, err := k.body.next(k.ctx, k.req, k.bodyEnd(v.delay))
 	if err != nil {
-		return nil, admission.NextWait, verdict{GiveUpBody, 0}
+		return nil, admission.NextWait, verdict{k.bodyFailed(err), 0}
 	}
 	if !k.t.Known() {
 		return next, admission.NextWait, v

@@ -19,26 +19,33 @@ import (
 	"time"
 )
 
-// CloseWait bounds how long Wait waits: net/http closes a body at once,
-// or within 50 ms of the response's body being closed when the server
-// answered before reading all of it. A base that never closes it breaks
-// http.RoundTripper's contract.
+// CloseWait bounds how long a request waits for its bodies' close, in
+// all: net/http closes a body at once, or within 50 ms of the response's
+// body being closed when the server answered before reading all of it. A
+// base that never closes it breaks http.RoundTripper's contract.
 const CloseWait = time.Second
 
-// ErrOpen is Wait's error when a body was not closed within CloseWait.
-var ErrOpen = errors.New("retryhttp: the transport did not close the last attempt's request body")
+var (
+	// ErrOpen is Wait's error when a body was not closed within
+	// CloseWait; every later Wait of the request fails with it at once.
+	ErrOpen = errors.New("retryhttp: the transport did not close the last attempt's request body")
+	// ErrLate is Wait's error when a body was still open at the end the
+	// caller gave Wait.
+	ErrLate = errors.New("retryhttp: the last attempt's request body was still open at the request's time limit")
+)
 
 // Open counts the bodies made for one request. A nil *Open has nothing
-// open.
+// open. Its zero value is made ready by Track.
 type Open struct {
 	// GetBody is the request's GetBody, with the bodies it makes counted:
 	// the retries' and net/http's own resends.
 	GetBody func() (io.ReadCloser, error)
 
-	mu    sync.Mutex
-	n     int
-	idle  chan struct{} // made by a waiter, closed when n drops to 0
-	first tracked       // the first attempt's, in the same allocation
+	mu     sync.Mutex
+	n      int
+	idle   chan struct{} // made by a waiter, closed when n drops to 0
+	broken bool          // a Wait ran out of CloseWait: the base never closes
+	first  tracked       // the first attempt's, in the same allocation
 }
 
 // tracked is an attempt's body, counted in Open until closed.
@@ -56,10 +63,10 @@ func (b *tracked) Close() error {
 	return err
 }
 
-// Track starts counting the bodies of a request whose body is body and
-// whose GetBody is getBody, and returns the first attempt's body.
-func Track(body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*Open, io.ReadCloser) {
-	o := &Open{n: 1}
+// Track starts counting, in o, the bodies of a request whose body is body
+// and whose GetBody is getBody, and returns the first attempt's body.
+func (o *Open) Track(body io.ReadCloser, getBody func() (io.ReadCloser, error)) io.ReadCloser {
+	o.n = 1
 	o.first = tracked{ReadCloser: body, o: o}
 	o.GetBody = func() (io.ReadCloser, error) {
 		rc, err := getBody()
@@ -68,7 +75,7 @@ func Track(body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*Open, io
 		}
 		return o.track(rc), nil
 	}
-	return o, &o.first
+	return &o.first
 }
 
 func (o *Open) track(rc io.ReadCloser) io.ReadCloser {
@@ -98,22 +105,25 @@ func (o *Open) Busy() bool {
 }
 
 // Wait returns when every body counted is closed: at once, almost always.
-// It fails at ctx's end, or with ErrOpen after CloseWait.
-func (o *Open) Wait(ctx context.Context) error {
+// It fails at ctx's end; with ErrLate at end, if end is not zero and comes
+// first; or with ErrOpen after CloseWait, and then at once ever after, so
+// that however many places of a request need its body, it waits for a
+// base that never closes one once.
+func (o *Open) Wait(ctx context.Context, end time.Time) error {
 	if o == nil {
 		return nil
 	}
-	o.mu.Lock()
-	if o.n == 0 {
-		o.mu.Unlock()
-		return nil
+	idle, err := o.waiter()
+	if idle == nil {
+		return err
 	}
-	if o.idle == nil {
-		o.idle = make(chan struct{})
+	d, late := CloseWait, false
+	if !end.IsZero() {
+		if left := time.Until(end); left < d {
+			d, late = max(left, 0), true
+		}
 	}
-	idle := o.idle
-	o.mu.Unlock()
-	t := time.NewTimer(CloseWait)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-idle:
@@ -121,6 +131,28 @@ func (o *Open) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-t.C:
-		return ErrOpen
 	}
+	if late {
+		return ErrLate
+	}
+	o.mu.Lock()
+	o.broken = true
+	o.mu.Unlock()
+	return ErrOpen
+}
+
+// waiter returns the channel closed when nothing is open, or nil and
+// Wait's answer when there is nothing to wait for.
+func (o *Open) waiter() (chan struct{}, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.n == 0:
+		return nil, nil
+	case o.broken:
+		return nil, ErrOpen
+	case o.idle == nil:
+		o.idle = make(chan struct{})
+	}
+	return o.idle, nil
 }
