@@ -71,12 +71,17 @@ type Error struct {
 	Attempts int          // attempts sent; 0 if none was
 	Reason   GiveUpReason // why a retryable error was not retried, or "" if it was not retryable
 	Err      error
+
+	above bool // GiveUpAttempts because a layer above owns the schedule
 }
 
 func (e *Error) Error() string {
 	s := "s"
 	if e.Attempts == 1 {
 		s = ""
+	}
+	if e.above {
+		return fmt.Sprintf("retryhttp: gave up after %d attempt%s, a layer above retries this request and owns its schedule: %v", e.Attempts, s, e.Err)
 	}
 	if e.Reason != "" {
 		return fmt.Sprintf("retryhttp: gave up after %d attempt%s, %s: %v", e.Attempts, s, e.Reason.phrase(), e.Err)

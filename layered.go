@@ -175,9 +175,15 @@ func (k *call) detectLayered() {
 	k.detectSeenAgain(h)
 }
 
-// retried reports whether a retry-count header's values say a retry:
-// a count other than 0.
-func retried(v []string) bool { return len(v) > 0 && v[0] != "0" && v[0] != "" }
+// retried reports whether a retry-count header's values say a retry: an
+// integer greater than 0 ("00", "-1" and "abc" do not).
+func retried(v []string) bool {
+	if len(v) == 0 {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
+	return err == nil && n > 0
+}
 
 // detectSeenAgain looks for the ids a layer above keeps across its tries,
 // seen again within a minute: the caller's own Idempotency-Key (not an
@@ -238,14 +244,23 @@ const ownerFor = 60
 // layered notes a request that is a layer above's retry, from source:
 // it is counted and warned of once per source. One that the layer says
 // is its retry (a header, its key again) is charged to the budget as a
-// retry, and the layer above owns its schedule, and for a minute that of
-// every request to its host: retryhttp saves a transient failure inside
-// one of its tries (one retry, none while the host is failing), never
-// holds one, and does not warn of giving one up. The same request again
-// after a failure is only counted: many callers of one URL look alike.
+// retry, and the layer above owns its schedule: retryhttp saves a
+// transient failure inside one of its tries (one retry, none while the
+// host is failing), never holds one, and does not warn of giving one up.
+// A marker that only a retrying layer sends (an SDK's attempt header, a
+// nested retryhttp's, an Azure SDK's request id again) makes the layer
+// own every request to the host for a minute too. A key seen again does
+// not: an application that re-submits a keyed request, or two callers
+// that share a key, are not a retrying layer, and the host keeps its
+// defaults for everyone else. The same request again after a failure is
+// only counted: many callers of one URL look alike.
 func (k *call) layered(source int) {
 	c := k.c
-	if source != layerRepeat {
+	switch source {
+	case layerRepeat:
+	case layerKey:
+		k.t.Repeat, k.t.Owned = true, true
+	default:
 		k.t.Repeat, k.t.Owned = true, true
 		k.t.NoteRetriedAbove(admission.UnixSecond())
 	}

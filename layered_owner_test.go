@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -117,4 +118,52 @@ func TestLayerAboveTryWhileTheHostFails(t *testing.T) {
 			t.Errorf("after %d failures in a row: %d after %d more sends, want the 503 after 1", n, got, base.Count()-n)
 		}
 	})
+}
+
+// keyed is a POST that carries the caller's own Idempotency-Key.
+func keyed(t *testing.T, url, key string) *http.Request {
+	req := newRequest(t, "POST", url, nil)
+	req.Header.Set(HeaderIdempotencyKey, key)
+	return req
+}
+
+// A key seen again makes only that request's schedule the caller's: an
+// application that re-submits a keyed POST after a failure (what the
+// key is for) does not turn the host's retries off for everyone else.
+// The re-submitted request itself is a retry of the layer above: one
+// retry of retryhttp's at most, and an error that says why.
+func TestKeySeenAgainOwnsOnlyItsRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := retrytest.NewScriptTransport(steps(503, 503, 503, 503)...)
+		tr, _ := testTransport(base, WithBackoff(Constant(10*time.Millisecond)))
+		sends(t, tr, keyed(t, "http://h/charges", "order-7")) // 503 four times: the host is failing
+		base = retrytest.NewScriptTransport(steps(503, 503, 503, 503)...)
+		tr.c.base = base
+		if got := sends(t, tr, keyed(t, "http://h/charges", "order-7")); got != 503 || base.Count() != 1 {
+			t.Errorf("the same key again, the host failing: %d after %d sends, want its 503 after 1", got, base.Count())
+		}
+		base = retrytest.NewScriptTransport(steps(503, 503)...)
+		tr.c.base = base
+		if got := sends(t, tr, newRequest(t, "GET", "http://h/x", nil)); got != 200 || base.Count() != 3 {
+			t.Errorf("a plain GET to the host after it: %d after %d sends, want 200 after 3 (the defaults)", got, base.Count())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := testTransport(retrytest.NewScriptTransport(retrytest.Step{Err: io.ErrUnexpectedEOF}), WithBackoff(Constant(10*time.Millisecond)))
+		sends(t, tr, keyed(t, "http://h/charges", "order-8"))
+		tr.c.base = retrytest.NewScriptTransport(retrytest.Step{Err: io.ErrUnexpectedEOF}, retrytest.Step{Err: io.ErrUnexpectedEOF})
+		_, err := tr.RoundTrip(keyed(t, "http://h/charges", "order-8"))
+		if err == nil || !strings.Contains(err.Error(), "a layer above retries this request and owns its schedule") {
+			t.Errorf("the layer above's retry gave up with %v; want an error that says the layer above owns its schedule", err)
+		}
+	})
+}
+
+// A retry-count header is a retry only if it holds an integer above 0.
+func TestRetryCountHeaderParsed(t *testing.T) {
+	for v, want := range map[string]bool{"1": true, " 2 ": true, "0": false, "00": false, "": false, "abc": false, "-1": false} {
+		if got := retried([]string{v}); got != want {
+			t.Errorf("retried(%q) = %v, want %v", v, got, want)
+		}
+	}
 }

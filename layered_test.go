@@ -158,3 +158,22 @@ func TestLayeredRepeatWithoutHeader(t *testing.T) {
 		t.Errorf("no warning naming the fix:\n%s", logs.String())
 	}
 }
+
+// A layer above's retry is counted once, by the mark that says so: a
+// keyed POST sent again after it failed is the key's, not also a repeat.
+func TestLayeredRetryCountedOnce(t *testing.T) {
+	m := NewMetrics()
+	tr, _ := testTransport(retrytest.NewScriptTransport(steps(503, 503)...), WithMetrics(m), WithMaxAttempts(1))
+	for range 2 {
+		req := newRequest(t, "POST", "http://h/v1/charges", strings.NewReader("{}"))
+		req.Header.Set(HeaderIdempotencyKey, "k-1")
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	key := testutil.ToFloat64(m.layered.WithLabelValues(defaultName, "idempotency-key"))
+	repeat := testutil.ToFloat64(m.layered.WithLabelValues(defaultName, "repeat"))
+	if key != 1 || repeat != 0 {
+		t.Errorf("one retry of the layer above counted %v (key) + %v (repeat); want 1 + 0", key, repeat)
+	}
+}

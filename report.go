@@ -71,7 +71,8 @@ func (k *call) finish(e *event) (*http.Response, error) {
 	case e.r.resp != nil:
 		return e.r.resp, nil
 	}
-	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err}
+	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
+		above: e.reason == GiveUpAttempts && k.t.Owned}
 }
 
 // refusal is the error of a request that admission refused before its
