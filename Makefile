@@ -7,16 +7,20 @@ FUZZTIME ?= 30s
 
 .PHONY: test demo lint bench bench-peers bench-check fuzz examples conformance conformance-update overhead-update charts
 
-# test: the root module alone (it needs only the root module's
-# dependencies): formatting, a tidy go.mod, vet, and every test of the
-# library's packages (and retrytest's) under the race detector; the example
-# programs under examples/ are make examples'; then the load tests,
-# the simulator's full draw and the quota pacing's 15 seeds without it. The nested modules are
-# tested by make examples, conformance and bench-check, and checked by make
-# lint. (-load.full goes after the package: go test takes what follows a
-# flag of the test binary's as the binary's, packages included.)
+# test: the root module alone (it needs only the modules go.mod lists,
+# which go mod download fetches, and nothing else: it runs with
+# GOPROXY=off): formatting, vet, and every test of the library's packages
+# (and retrytest's) under the race detector; the example programs under
+# examples/ are make examples'; then the load tests, the simulator's full
+# draw and the quota pacing's 15 seeds without it. Whether go.mod is tidy
+# is make lint's: go mod tidy loads the tests of the dependencies too, and
+# so fetches modules that only those tests import (klauspost/compress,
+# testify, go-cmp, yaml), which go.sum lists but nothing here builds. The
+# nested modules are tested by make examples, conformance and bench-check,
+# and checked by make lint. (-load.full goes after the package: go test
+# takes what follows a flag of the test binary's as the binary's, packages
+# included.)
 test:
-	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt wants to reformat:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -40,6 +44,7 @@ examples:
 # lint: tidy go.mod files, vet and staticcheck over the library and every
 # nested module.
 lint:
+	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
 	cd examples/sdk && $(GO) mod tidy -diff
 	cd otelretry && $(GO) mod tidy -diff
