@@ -94,6 +94,7 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzTransport$$' .
 	$(FUZZ) -fuzz '^FuzzPolicy$$' .
 	$(FUZZ) -fuzz '^FuzzPolicyShapes$$' .
+	$(FUZZ) -fuzz '^FuzzQuotaPacing$$' .
 	$(FUZZ) -fuzz '^FuzzRateLimitWait$$' ./internal/ratelimit
 	$(FUZZ) -fuzz '^FuzzHintMillis$$' ./internal/ratelimit
 

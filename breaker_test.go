@@ -269,3 +269,53 @@ func TestBreakerFailFastProbesEverySixth(t *testing.T) {
 		}
 	})
 }
+
+// A held retry due as the probe with less time left before its deadline
+// than the host takes to answer (50ms) is not sent: it returns the 503
+// it holds, reason breaker, at once, where the probe's answer would have
+// come past the deadline and its caller got the deadline's error. With
+// more time left, it goes as the probe.
+func TestBreakerProbeLeavesTimeToAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		deadline time.Duration // from the request's start; the probe is due at 150ms
+		attempts int
+		took     time.Duration
+	}{
+		{170 * time.Millisecond, 1, 150 * time.Millisecond}, // 20ms left at the probe time
+		{300 * time.Millisecond, 2, 200 * time.Millisecond}, // 150ms left: the probe goes, and is answered 503
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			var attempts atomic.Int32
+			base := retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				attempts.Add(1)
+				select {
+				case <-time.After(50 * time.Millisecond):
+					return reply(r, 503, nil), nil
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				}
+			})
+			var reason GiveUpReason
+			tr := New(base, WithBackoff(Constant(0)), WithMaxAttempts(2), WithoutBudget(),
+				WithRetryBreaker(BreakerConfig{ProbeBackoff: Constant(100 * time.Millisecond), MaxHold: time.Second}),
+				WithAttemptHook(func(ctx context.Context, _ AttemptStart) (context.Context, func(AttemptEnd)) {
+					return ctx, func(e AttemptEnd) { reason = e.GiveUp }
+				}))
+			trip(tr, "h") // open; the first attempt's 503 at 50ms puts the probe at 150ms
+			start := time.Now()
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(shortCtx(t, tt.deadline)))
+			if err != nil {
+				t.Fatalf("deadline %v: %v; want the 503", tt.deadline, err)
+			}
+			resp.Body.Close()
+			want := GiveUpBreaker
+			if tt.attempts == 2 {
+				want = GiveUpAttempts
+			}
+			if n, took := int(attempts.Load()), time.Since(start); resp.StatusCode != 503 || n != tt.attempts || took != tt.took || reason != want {
+				t.Errorf("deadline %v: %d after %d attempts, %v, reason %q; want 503 after %d, %v, %q",
+					tt.deadline, resp.StatusCode, n, took, reason, tt.attempts, tt.took, want)
+			}
+		})
+	}
+}

@@ -40,9 +40,11 @@ const (
 
 // config is what the options resolve into, once, in New.
 type config struct {
-	// onRelease, if set (by the simulator), is told of every held retry
-	// that a recovery releases, and whether it was lent.
+	// onRelease and onProbe, if set (by the simulator), are told of every
+	// held retry that a recovery releases, and whether it was lent, and of
+	// every one sent as the probe.
 	onRelease         func(host string, lent bool)
+	onProbe           func(ctx context.Context, host string)
 	dependency        string // the policy's dependency, for the logs; "" if none
 	operation         string // the policy's operation (its name, or its match), for the logs
 	base              http.RoundTripper

@@ -222,7 +222,8 @@ func WithRateLimit(perSecond float64, burst int) Option {
 // it is spent, holds attempts to that host until it resets, plus jitter.
 // An attempt that would wait past maxWait or its deadline ends at once
 // with an [*Error], reason [GiveUpQuota]. With spread, the quota left is
-// spread evenly over the time to its reset.
+// spread evenly over the time to its reset. Resets and windows past a
+// day are ignored.
 func WithQuotaPacing(maxWait time.Duration, spread bool) Option {
 	return option("WithQuotaPacing", func(c *config) error {
 		if maxWait <= 0 {
@@ -255,7 +256,7 @@ func reasonOf(r admission.Reason, err error) (GiveUpReason, error) { return Give
 // settings are what c's options turn on in admission.
 func (c *config) settings() admission.Settings {
 	s := admission.Settings{Hedge: c.hedge != nil, Throttle: c.throttle, Rate: c.rate, Quota: c.quota, Limit: c.limit,
-		Notify: c.breakerChanged, OnRelease: c.onRelease}
+		Notify: c.breakerChanged, OnRelease: c.onRelease, OnProbe: c.onProbe}
 	if c.budget != nil {
 		s.Budget = &c.budget.s
 	}

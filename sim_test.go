@@ -43,12 +43,14 @@ var (
 // an attempt whose base panicked; 8154 throttled a recovered host whose
 // answers took 494 ms (its attempts in flight looked refused); 9737
 // throttled a quiet client's requests after a recovery, on two late 503s
-// in its short view; 1033,
+// in its short view; 1932 sent held retries as probes within the host's
+// answer time of their deadlines (their callers got the deadline's error,
+// not the 503 they held); 1033,
 // 30149, 32267, 1796320411515408814, 882 and 7510 were the checker's own
 // mistakes (FailFast refusals, a Retry-After the client never saw,
 // timeouts counted as the outage's, recovery per host, a quota's 429s
 // taken for 503s and for the outage's failures).
-var simRegressions = []uint64{10320, 33, 8154, 9737, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
+var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh
@@ -113,6 +115,7 @@ type simulation struct {
 
 	mu       sync.Mutex
 	releases []simRelease
+	probes   []simProbe
 	events   []breakerEvent
 	hooked   bool                // an attempt hook is drawn: hook records what it was told
 	hook     map[string][]string // per caller: "start n", "start n hedge", "end n retried", "end n give-up <reason>", "end n"
@@ -198,6 +201,18 @@ type simRelease struct {
 	at   time.Duration
 	lent bool // beyond the budget's share
 }
+
+// simProbe is a held retry sent as the probe: its caller, when, and how
+// many attempts its request had sent before it.
+type simProbe struct {
+	id    string
+	at    time.Duration
+	prior int
+}
+
+// simCallerKey carries a caller's id in its request's context, for the
+// probe hook.
+type simCallerKey struct{}
 
 type breakerEvent struct {
 	host string
@@ -290,6 +305,14 @@ type simFaults struct {
 	wild int
 	// statePolicy: the quota's size and window are stated in RateLimit-Policy.
 	statePolicy bool
+	// policyWindow, policyQuota: a wild RateLimit-Policy for the quota,
+	// stated in place of its true window (1 s) and size, on every answer
+	// that states the quota, or on a host's first (policyOnce): a window
+	// up to past a day, a size off by any factor; the RateLimit word of
+	// every answer still tells the truth.
+	policyWindow int64
+	policyQuota  int64
+	policyOnce   bool
 	// lateClose: the base reads each request body's declared length,
 	// answers, and only this long after reads on to EOF and closes it, on
 	// a goroutine of its own, as net/http may. 0: at once, before it
@@ -429,7 +452,24 @@ func drawSim(seed uint64) *simulation {
 	s.drawShapes(rand.New(rand.NewPCG(seed, seed^0x5bd1e995)))
 	s.drawOwners(rand.New(rand.NewPCG(seed, seed^0x27d4eb2f)))
 	s.drawBodies(rand.New(rand.NewPCG(seed, seed^0x85ebca6b)))
+	s.drawQuotaWindow(rand.New(rand.NewPCG(seed, seed^0xc2b2ae35)))
 	return s
+}
+
+// drawQuotaWindow draws, on a stream of its own, a wild RateLimit-Policy
+// for a server quota: a window a day long (the longest followed), one
+// anywhere up to it, or one past it (not followed); a size of one, the
+// truth or a billion. Whatever it says, the host's RateLimit word on the
+// next answer sets the pace.
+func (s *simulation) drawQuotaWindow(r *rand.Rand) {
+	f := &s.faults
+	if f.quota == 0 || r.IntN(3) != 0 {
+		return
+	}
+	f.policyWindow = []int64{86400, 1 + r.Int64N(86400), 86401 + r.Int64N(1<<40)}[r.IntN(3)]
+	f.policyQuota = []int64{1, int64(f.quota), 1_000_000_000}[r.IntN(3)]
+	f.policyOnce = r.IntN(2) == 0
+	s.desc = append(s.desc, fmt.Sprintf("wild-ratelimit-policy=q%d/w%d once=%v", f.policyQuota, f.policyWindow, f.policyOnce))
 }
 
 // drawBodies draws, on a stream of its own, a base that closes request
@@ -663,6 +703,7 @@ type simBase struct {
 	downs      map[string][]time.Duration // when an outage's failure was answered (or refused), per host
 	used       map[string]map[int64]int   // the server quota's use, per host and window
 	quotaWords int                        // answers that stated the quota
+	policySaid map[string]bool            // hosts that were told the wild RateLimit-Policy (faults.policyOnce)
 	open       atomic.Int64               // response bodies handed out, not closed
 	closing    sync.WaitGroup             // request bodies closed late (faults.lateClose)
 }
@@ -856,8 +897,11 @@ func (b *simBase) spend(host string, t time.Duration, h http.Header) int {
 	}
 	left := time.Duration(w+1)*time.Second - t
 	h.Set("RateLimit", fmt.Sprintf(`"q";r=%d;t=%d`, b.s.faults.quota-used[w], int(math.Ceil(left.Seconds()))))
-	if b.s.faults.statePolicy {
-		h.Set("RateLimit-Policy", fmt.Sprintf(`"q";q=%d;w=1`, b.s.faults.quota))
+	if f := &b.s.faults; f.policyWindow > 0 && (!f.policyOnce || !b.policySaid[host]) {
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"q";q=%d;w=%d`, f.policyQuota, f.policyWindow))
+		b.policySaid[host] = true
+	} else if f.statePolicy && f.policyWindow == 0 {
+		h.Set("RateLimit-Policy", fmt.Sprintf(`"q";q=%d;w=1`, f.quota))
 	}
 	if b.quotaWords++; b.s.faults.wild > 0 && b.quotaWords%b.s.faults.wild == 0 {
 		h.Set("RateLimit", fmt.Sprintf(`"q";r=1000000000;t=%d`, int(math.Ceil(left.Seconds()))))
@@ -926,13 +970,22 @@ type simOutcome struct {
 func (s *simulation) run(t *testing.T) []string {
 	start := time.Now()
 	b := &simBase{s: s, start: start, sent: map[string][]simAttempt{},
-		oks: map[string][]time.Duration{}, downs: map[string][]time.Duration{}}
+		oks: map[string][]time.Duration{}, downs: map[string][]time.Duration{}, policySaid: map[string]bool{}}
 	m := NewMetrics()
 	gu := &giveUps{start: start}
 	observe := option("observe", func(c *config) error {
 		c.onRelease = func(host string, lent bool) {
 			s.mu.Lock()
 			s.releases = append(s.releases, simRelease{host, time.Since(start), lent})
+			s.mu.Unlock()
+		}
+		c.onProbe = func(ctx context.Context, _ string) {
+			id := ctx.Value(simCallerKey{}).(string)
+			b.mu.Lock()
+			prior := len(b.sent[id])
+			b.mu.Unlock()
+			s.mu.Lock()
+			s.probes = append(s.probes, simProbe{id, time.Since(start), prior})
 			s.mu.Unlock()
 		}
 		return nil
@@ -962,7 +1015,7 @@ func (s *simulation) run(t *testing.T) []string {
 
 func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.Time) (o simOutcome) {
 	time.Sleep(c.at)
-	ctx := context.Background()
+	ctx := context.WithValue(context.Background(), simCallerKey{}, c.id)
 	if c.deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.deadline)
@@ -1177,7 +1230,9 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	}
 	s.checkRecovery(b, gu, fail)
 	s.checkReleases(b, fail)
+	s.checkProbes(b, outcomes, fail)
 	s.checkPacers(tr, fail)
+	s.checkQuotaEvidence(b, gu, fail)
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	s.checkHook(attempts, retries, fail)
@@ -1237,6 +1292,25 @@ func (s *simulation) checkReleases(b *simBase, fail func(string, ...any)) {
 	}
 }
 
+// checkProbes checks that no held retry whose caller holds a response
+// (its request's last attempt was answered) goes as the probe with no
+// more time left before its deadline than the host takes to answer
+// (every answer takes the script's latency): its caller would get the
+// deadline's error instead of the response it holds.
+func (s *simulation) checkProbes(b *simBase, outcomes []simOutcome, fail func(string, ...any)) {
+	for _, p := range s.probes {
+		i, _ := strconv.Atoi(p.id)
+		c, sent := s.callers[i], b.sent[p.id]
+		if c.deadline == 0 || s.faults.latency == 0 || p.prior == 0 || sent[p.prior-1].status == 0 {
+			continue
+		}
+		if left := outcomes[i].start + c.deadline - p.at; left <= s.faults.latency {
+			fail("caller %s: a held retry went as the probe at %v, %v before its deadline, within the host's answer time %v; its caller held a %d",
+				c.id, p.at, left, s.faults.latency, sent[p.prior-1].status)
+		}
+	}
+}
+
 // checkPacers checks that, once every request has ended, the pacers hold
 // nothing: no slot of the limit in use or awaited, no quota attempt in
 // flight.
@@ -1251,6 +1325,33 @@ func (s *simulation) checkPacers(tr *Transport, fail func(string, ...any)) {
 		}
 		if v.QuotaInFlight != 0 {
 			fail("host %s: quota pacing counts %d attempts in flight after every request ended", c.host, v.QuotaInFlight)
+		}
+	}
+}
+
+// checkQuotaEvidence checks, under a wild RateLimit-Policy, that quota
+// pacing refuses nothing without evidence: every word the host says of
+// the quota resets within a second, so a refusal stands on a word of the
+// last second (an attempt sent within it and the latency), or on this
+// client's own attempts in a window it rolled over, unanswered yet.
+// (Without a hint: the hints state quotas of their own.)
+func (s *simulation) checkQuotaEvidence(b *simBase, gu *giveUps, fail func(string, ...any)) {
+	if s.quotaWait == 0 || s.faults.policyWindow == 0 || s.faults.ra != "" {
+		return
+	}
+	for _, g := range gu.list {
+		if g.reason != string(GiveUpQuota) {
+			continue
+		}
+		evidence := false
+		for _, c := range s.callers {
+			for _, a := range b.sent[c.id] {
+				recent := g.at-a.at <= time.Second+s.faults.latency+10*time.Millisecond
+				evidence = evidence || (c.host == g.host && a.at <= g.at && (recent || !a.answered))
+			}
+		}
+		if !evidence {
+			fail("a request to %s refused (quota) at %v, with no attempt to it answered within the last second or in flight", g.host, g.at)
 		}
 	}
 }

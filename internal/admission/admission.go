@@ -156,6 +156,7 @@ type seen struct {
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
 	lend     bool   // answered by a host that served no one, whose budget owes nothing
 	probe    uint64 // the attempt was this probe
+	replied  bool   // the host answered it, whatever the status: rtt is its round trip
 
 	// For the pacers, of every attempt they let go:
 	sent     bool        // it reached the host, or may have, and was not canceled
@@ -164,7 +165,7 @@ type seen struct {
 	took     bool        // this controller took something for it (a slot, a count of its quota)
 	now      int64       // mono when it ended
 	start    int64       // mono when it was sent
-	rtt      int64       // how long it took, in nanoseconds
+	rtt      int64       // how long it took, in nanoseconds (the breaker's too)
 	status   int         // its response's status, 0 if none
 	header   http.Header // its response's header, nil if none
 	wall     time.Time   // when it ended, by the wall clock, with a header

@@ -25,6 +25,7 @@ const (
 //   - probes: ProbeBackoff after the last failure, sooner the more are held.
 //   - an answer puts the held onto a ramp: 2 go per answered first attempt, each by its turn.
 //   - at its limit a held retry gives up if a retry failed since the last answer; else it goes.
+//   - one due as the probe gives up if its deadline is within the host's usual answer time.
 //
 // Its state is guarded by mu; open and the number held are mirrored in
 // atomics for the lock-free read on every attempt.
@@ -68,6 +69,9 @@ type circuit struct {
 	// fail once, as a test's fake does): a held retry at its limit then
 	// goes instead of giving up.
 	retryFailed atomic.Bool
+	// usual is how long the host usually takes to answer (latency.go),
+	// 0 until it has answered while the circuit was told.
+	usual time.Duration
 }
 
 // holder is one held retry.
@@ -76,6 +80,8 @@ type holder struct {
 	failed    time.Time // when its request's first attempt failed
 	notBefore time.Time // its own wait ends: it is never sent earlier
 	limit     time.Time
+	deadline  time.Time     // its request's context deadline, zero if none
+	answer    time.Duration // how long its request's last answer took, 0 if none
 	wake      chan struct{}
 	state     holdState
 	turn      time.Time // ramping: when it goes at the latest
@@ -100,7 +106,7 @@ type holdEnd uint8
 const (
 	holdReleased holdEnd = iota // the host answered: go
 	holdProbe                   // go as the probe (its ticket returned)
-	holdGiveUp                  // its limit, after a retry or probe failed
+	holdGiveUp                  // its limit, after a retry or probe failed; or due as the probe, too near its deadline
 	holdGo                      // its limit, no retry seen failing: go
 )
 
@@ -193,6 +199,9 @@ func (cb *circuit) observe(o seen) change {
 	}
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
+	if o.replied {
+		cb.noteAnswer(time.Duration(o.rtt))
+	}
 	ch := cb.observeLocked(o, o.at)
 	if ch.opened || ch.closed {
 		cb.events = append(cb.events, ch.opened)

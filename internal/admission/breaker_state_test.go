@@ -99,7 +99,7 @@ func TestCircuitFailFastProbes(t *testing.T) {
 func TestCircuitHoldProbeAndLimit(t *testing.T) {
 	cb := newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
-	w := cb.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
+	w := cb.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(1000)}, tAt(0))
 	_, _, done, next, _ := cb.turn(w, tAt(0))
 	if done || !next.Equal(tAt(100)) {
 		t.Fatalf("at once: done=%v, next %v; want to wait for the probe at 100ms", done, next.Sub(t0))
@@ -110,15 +110,55 @@ func TestCircuitHoldProbeAndLimit(t *testing.T) {
 	}
 	cbFail(cb, 110, true, false) // the probe failed: a retry failed
 	cb.observe(seen{failed: true, retry: true, probe: ticket, at: tAt(110)})
-	w = cb.enter(tAt(0), tAt(0), tAt(1000), tAt(120))
+	w = cb.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(1000)}, tAt(120))
 	if end, _, done, _, _ = cb.turn(w, tAt(1000)); !done || end != holdGiveUp {
 		t.Errorf("at its limit after a failed probe: %v %v, want to give up", done, end)
 	}
 	cb2 := newCircuit(Breaker{ProbeBackoff: constant(time.Hour)})
 	cbFail(cb2, 0, false, true) // first attempts only
-	w = cb2.enter(tAt(0), tAt(0), tAt(1000), tAt(0))
+	w = cb2.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(1000)}, tAt(0))
 	if end, _, done, _, _ = cb2.turn(w, tAt(1000)); !done || end != holdGo {
 		t.Errorf("at its limit, no retry seen failing: %v %v, want it to go", done, end)
+	}
+}
+
+// A held retry due as the probe with no more time left before its
+// deadline than the host usually takes to answer gives up instead (its
+// caller keeps its response), and the next held retry probes at once;
+// the host's usual answer is the circuit's, or before it has seen one,
+// the retry's own last answer's; with neither, the probe goes.
+func TestCircuitProbeLeavesTimeToAnswer(t *testing.T) {
+	probe := func(cb *circuit, deadline int, answer time.Duration) holdEnd {
+		w := cb.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(deadline), deadline: tAt(deadline), answer: answer}, tAt(0))
+		end, _, done, _, _ := cb.turn(w, tAt(100))
+		if !done {
+			t.Fatalf("deadline %dms, answer %v: still held at the probe time", deadline, answer)
+		}
+		return end
+	}
+	cb := newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
+	cbFail(cb, 0, false, true)
+	if end := probe(cb, 130, 0); end != holdProbe {
+		t.Errorf("no answer known: %v, want the probe (nothing to go by)", end)
+	}
+	cb = newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
+	cbFail(cb, 0, false, true)
+	if end := probe(cb, 130, 50*time.Millisecond); end != holdGiveUp {
+		t.Errorf("30ms left, its own answer took 50ms: %v, want to give up", end)
+	}
+	if end := probe(cb, 130, 30*time.Millisecond); end != holdGiveUp {
+		t.Errorf("30ms left, its own answer took 30ms: %v, want to give up", end)
+	}
+	if end := probe(cb, 1000, 50*time.Millisecond); end != holdProbe {
+		t.Errorf("900ms left: %v, want the probe at once, after the one that gave up", end)
+	}
+	cb = newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
+	cbFail(cb, 0, false, true)
+	for _, rtt := range []time.Duration{10, 10, 10} {
+		cb.observe(seen{failed: true, replied: true, rtt: int64(rtt * time.Millisecond), at: tAt(0)})
+	}
+	if end := probe(cb, 130, 50*time.Millisecond); end != holdProbe {
+		t.Errorf("30ms left, the host answers in 10ms: %v, want the probe (the host's usual answer, not its own)", end)
 	}
 }
 
@@ -131,7 +171,7 @@ func TestCircuitSlowStart(t *testing.T) {
 	cbFail(cb, 0, false, true)
 	var ws []*holder
 	for i := range 20 { // held 100ms apart: their paced turns, as far apart after the answer, come later
-		ws = append(ws, cb.enter(tAt(0), tAt(-2000+100*i), tAt(10_000), tAt(-2000+100*i)))
+		ws = append(ws, cb.enter(&holder{failed: tAt(0), notBefore: tAt(-2000 + 100*i), limit: tAt(10_000)}, tAt(-2000+100*i)))
 	}
 	released := func(now int) (n int) {
 		for _, w := range ws {

@@ -27,11 +27,12 @@ type Settings struct {
 	// that order; nil: none.
 	Gauges [3]Gauge
 	// Notify reports a breaker transition (metrics, a log record, the
-	// user's callback), and OnRelease a held retry released (the
-	// simulator's): the Transport's, so that no Gate method needs a
-	// request.
+	// user's callback), OnRelease a held retry released and OnProbe one
+	// sent as the probe, with its request's context (the simulator's):
+	// the Transport's, so that no Gate method needs a request.
 	Notify    func(ctx context.Context, host string, open bool, score int)
 	OnRelease func(host string, lent bool)
+	OnProbe   func(ctx context.Context, host string)
 }
 
 // A Gauge shows a pacer's state.
@@ -351,8 +352,11 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 // and, with pacers, how it went.
 func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	hs := t.hs
-	o := seen{retry: t.retry, probe: t.p.probe}
+	o := seen{retry: t.retry, probe: t.p.probe, replied: r.Status != 0}
 	o.at, o.now = g.endClock()
+	if o.rtt = o.now - t.start; o.replied {
+		t.answer = time.Duration(o.rtt)
+	}
 	switch {
 	case r.Answered:
 		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
@@ -367,7 +371,7 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	}
 	if g.paced {
 		o.sent, o.canceled, o.rejected = r.Sent, r.Canceled, r.Rejected
-		o.start, o.rtt = t.start, o.now-t.start
+		o.start = t.start
 		if r.Header != nil {
 			o.header, o.status, o.wall = r.Header, r.Status, o.at
 		}

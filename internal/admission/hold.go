@@ -21,10 +21,11 @@ func (cb *circuit) wakeDue(now time.Time) {
 	}
 }
 
-// enter holds a retry whose request first failed at failed, from now;
-// see the rules above. It returns its holder, for turn and quit.
-func (cb *circuit) enter(failed, notBefore, limit, now time.Time) *holder {
-	w := &holder{failed: failed, notBefore: notBefore, limit: limit, since: now, wake: make(chan struct{}, 1)}
+// enter holds the retry w (its request's first failure, its own wait,
+// its limit and deadline, and its last answer's round trip set), from
+// now; see the rules above. It returns w, for turn and quit.
+func (cb *circuit) enter(w *holder, now time.Time) *holder {
+	w.since, w.wake = now, make(chan struct{}, 1)
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
 	if !cb.open && len(cb.held) == 0 {
@@ -100,10 +101,22 @@ func (cb *circuit) step(w *holder, now time.Time) (end holdEnd, ticket uint64, d
 		return holdGo, 0, true
 	}
 	if cb.probeDue(w, now) {
-		cb.leave(w, now)
-		return holdProbe, cb.claim(now), true
+		return cb.probeOrGiveUp(w, now)
 	}
 	return 0, 0, false
+}
+
+// probeOrGiveUp takes w, due as the probe at now, out of the hold: as
+// the probe, or, if the host's answer would come past its deadline
+// (tooLate), given up with the response its caller holds, so that it
+// does not end with the deadline's error, and the next held retry may
+// probe at once; mu is held.
+func (cb *circuit) probeOrGiveUp(w *holder, now time.Time) (end holdEnd, ticket uint64, done bool) {
+	cb.leave(w, now)
+	if cb.tooLate(w, now) {
+		return holdGiveUp, 0, true
+	}
+	return holdProbe, cb.claim(now), true
 }
 
 // leave takes w out of the hold or the ramp; mu is held.

@@ -1,4 +1,6 @@
-// This file holds a host's recent latencies, which hedging reads.
+// This file holds a host's recent latencies, which hedging reads, and
+// the breaker's estimate of how long the host usually takes to answer,
+// which a held retry's probe must leave time for.
 
 package admission
 
@@ -69,4 +71,37 @@ func (l *Latencies) Percentile(p float64) time.Duration {
 		}
 	}
 	return bucketTop(len(l.counts) - 1)
+}
+
+// usualWeight makes a circuit's usual answer time move by an eighth of
+// the way to each new answer's round trip, so that one slow answer moves
+// it little.
+const usualWeight = 8
+
+// noteAnswer takes the round trip of an attempt the host answered,
+// whatever the status, into the circuit's usual answer time; mu is held.
+// The circuit is told of answers only while it is open or holds
+// retries: it follows what the host answers then (503s in an outage),
+// and costs the success path nothing.
+func (cb *circuit) noteAnswer(rtt time.Duration) {
+	if cb.usual == 0 {
+		cb.usual = max(rtt, 0)
+		return
+	}
+	cb.usual += (rtt - cb.usual) / usualWeight
+}
+
+// tooLate reports whether the held retry w, due as the probe at now, has
+// no more time left before its context's deadline than the host usually
+// takes to answer: the probe's answer would come past the deadline, and
+// its caller get the deadline's error instead of the response it holds.
+// The usual answer is the circuit's, or, before the circuit has seen
+// one, how long w's own request's last answer took; with neither, or no
+// deadline, the probe goes. mu is held.
+func (cb *circuit) tooLate(w *holder, now time.Time) bool {
+	usual := cb.usual
+	if usual == 0 {
+		usual = w.answer
+	}
+	return usual > 0 && !w.deadline.IsZero() && w.deadline.Sub(now) <= usual
 }

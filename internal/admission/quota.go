@@ -25,7 +25,8 @@ const (
 	// so that a fleet told the same reset does not come back at once; it
 	// is at most a tenth of the wait.
 	quotaJitterMax = time.Second
-	// quotaHorizon is the longest reset followed: a day (daily quotas
+	// quotaHorizon is the longest reset followed, and the longest window
+	// (RateLimit-Policy's w) a quota rolls over into: a day (daily quotas
 	// are the longest servers state). A longer one is a misread time, a
 	// Unix time in milliseconds say, and would refuse the host for good.
 	quotaHorizon = 24 * time.Hour
@@ -63,7 +64,9 @@ type quotaPart struct {
 	window    int64   // the longest time to reset seen: about its window
 	limit     float64 // the most ever said to be left, plus one: about its size
 	foreign   float64 // others' use, per nanosecond, smoothed
+	heard     int64   // mono when the host's last word of it was taken
 	guessed   bool    // remaining is this client's guess, since it rolled over
+	quiet     bool    // the host answered without a word of it since it rolled over: no guess until it speaks
 	sized     bool    // limit and window are the host's own (RateLimit-Policy), not learnt
 	next      int64   // spread: the earliest next attempt
 }
@@ -146,9 +149,10 @@ func (q *quota) spend(now int64) {
 }
 
 // roll moves a quota whose reset has passed on to its window now, full,
-// if its size and length are known; it reports whether they are.
+// if its size and length are known and the host has not answered
+// without a word of it since it last rolled; it reports whether it did.
 func (p *quotaPart) roll(now int64) bool {
-	if p.limit <= 0 || p.window <= 0 {
+	if p.limit <= 0 || p.window <= 0 || p.quiet {
 		return false
 	}
 	n := (now-p.reset)/p.window + 1
@@ -157,9 +161,16 @@ func (p *quotaPart) roll(now int64) bool {
 	return true
 }
 
-// left is the quota predicted to be left at now.
+// left is the quota predicted to be left at now. In a window rolled
+// over, before this client has sent in it, at least one: others' use,
+// predicted, does not refuse on a guess alone; the attempt goes, and the
+// host's answer to it replaces the guess.
 func (p *quotaPart) left(now int64) float64 {
-	return p.remaining - p.since - p.foreign*float64(now-p.obs)
+	left := p.remaining - p.since - p.foreign*float64(now-p.obs)
+	if p.guessed && p.since < 1 {
+		return max(left, 1)
+	}
+	return left
 }
 
 func (q *quota) undo(t permit, _ time.Time) {
@@ -185,10 +196,13 @@ func (q *quota) observe(o seen) change {
 	q.mu.Lock()
 	q.inflight = max(q.inflight-1, 0)
 	for _, r := range readings {
-		q.take(r, o.now)
+		q.take(r, o.now, o.start)
 	}
 	for _, pol := range policies {
 		q.size(pol)
+	}
+	if o.header != nil {
+		q.lapse(o.now)
 	}
 	var left float64 = -1
 	if len(q.parts) > 0 {
@@ -201,8 +215,13 @@ func (q *quota) observe(o seen) change {
 	return change{}
 }
 
-// take notes one reading, now; mu is held.
-func (q *quota) take(r quotaReading, now int64) {
+// take notes one reading, now, of the answer to an attempt sent at
+// start. The host's word replaces what the client guessed: a window
+// rolled over, and, if the attempt was sent after the host's last word
+// of the quota was taken, what it predicted since (its own attempts,
+// others' use), whatever the reset said. Only an answer that crossed the
+// last word may be a late one, from a window that has ended. mu is held.
+func (q *quota) take(r quotaReading, now, start int64) {
 	if r.reset > quotaHorizon {
 		return // no quota is told for longer: a misread time, which would refuse everything until then
 	}
@@ -211,20 +230,51 @@ func (q *quota) take(r quotaReading, now int64) {
 	}
 	reset := now + int64(r.reset)
 	p := q.part(r.key)
+	const sec = int64(time.Second)
 	switch {
 	case p == nil:
 		return // as many quotas known as are kept
-	case now < p.reset && reset < p.reset-int64(time.Second):
-		return // an answer from a window that has ended, arriving late
-	case now < p.reset && r.reset <= time.Duration(p.reset-now)+time.Second:
-		q.sameWindow(p, r, now, reset)
+	case now >= p.reset || reset > p.reset+sec:
+		// The first word of this quota, or a new window.
+	case reset >= p.reset-sec:
+		q.sameWindow(p, r, now, reset, start >= p.heard)
 		return
+	case start < p.heard && !p.guessed:
+		return // an answer from a window that has ended, arriving late
 	}
-	// A new window, or the first word of this quota.
-	p.remaining, p.since, p.obs, p.reset, p.guessed = float64(r.remaining), float64(q.inflight), now, reset, false
+	q.renew(p, r, now, reset)
+}
+
+// renew takes a word r said at now of a window that ends at reset, as
+// the whole of what is known of it; mu is held.
+func (q *quota) renew(p *quotaPart, r quotaReading, now, reset int64) {
+	p.remaining, p.since, p.obs, p.reset, p.heard = float64(r.remaining), float64(q.inflight), now, reset, now
+	p.guessed, p.quiet = false, false
 	p.learn(r)
 	if p.next > reset {
 		p.next = 0
+	}
+	p.pace(now)
+}
+
+// pace brings a spread quota's next turn no later than what is now
+// known to be left allows: the host's word sets the pace, whatever an
+// earlier one set.
+func (p *quotaPart) pace(now int64) {
+	if left := p.left(now); left >= 1 && now < p.reset {
+		p.next = min(p.next, now+int64(float64(p.reset-now)/left))
+	}
+}
+
+// lapse ends the guess of each quota rolled over that an answer did not
+// replace: the host answered without a word of it, and the client's
+// guess is no evidence that it is spent. It is not paced by until the
+// host speaks of it again; mu is held.
+func (q *quota) lapse(now int64) {
+	for i := range q.parts {
+		if p := &q.parts[i]; p.guessed {
+			p.guessed, p.quiet, p.reset = false, true, min(p.reset, now)
+		}
 	}
 }
 
@@ -244,33 +294,43 @@ func (q *quota) part(key string) *quotaPart {
 }
 
 // sameWindow takes a word r about p's window, said at now, which ends
-// at reset. What went beyond this client's attempts sent since the last
-// word (those then in flight included) went to others: their rate,
-// smoothed. Answers come out of order: one that says more is left than
-// is known, less this client's attempts answered since, is stale. mu is
-// held.
-func (q *quota) sameWindow(p *quotaPart, r quotaReading, now, reset int64) {
+// at reset (within a second of what is known: the host tells it in
+// whole seconds). What went beyond this client's attempts sent since the
+// last word (those then in flight included) went to others: their rate,
+// smoothed. Answers come out of order: one to an attempt sent before the
+// last word was taken (not fresh) that says more is left than is known,
+// less this client's attempts answered since, is stale. mu is held.
+func (q *quota) sameWindow(p *quotaPart, r quotaReading, now, reset int64, fresh bool) {
 	left := float64(r.remaining)
-	if p.guessed { // the first word since it rolled over
-		p.guessed = false
-	} else {
-		used := max(p.remaining-p.since-left, 0)
-		switch {
-		case p.remaining > 10*(left+1) && used > p.remaining/2:
-			// Most of the quota gone between two words, down to a
-			// tenth: the earlier word was wild (a billion left, then
-			// the truth), and learning others' use from it would make
-			// every window look spent at once; the client, sending
-			// one attempt a window, would never hear the words that
-			// correct it. The new word stands alone.
-		case now > p.obs:
-			p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
-		}
+	switch {
+	case p.guessed: // the first word since it rolled over replaces the guess
+	case !fresh:
+		q.others(p, left, now)
 		left = min(left, p.remaining-(p.since-float64(q.inflight)))
+	default:
+		q.others(p, left, now)
 	}
-	p.remaining, p.since, p.obs = left, float64(q.inflight), now
+	p.remaining, p.since, p.obs, p.heard, p.guessed = left, float64(q.inflight), now, now, false
 	p.reset = min(p.reset, reset) // told in whole seconds, rounded up: the earliest is the closest
 	p.learn(r)
+	p.pace(now)
+}
+
+// others learns others' use of p from a word that left are left, said at
+// now; mu is held.
+func (q *quota) others(p *quotaPart, left float64, now int64) {
+	used := max(p.remaining-p.since-left, 0)
+	switch {
+	case p.remaining > 10*(left+1) && used > p.remaining/2:
+		// Most of the quota gone between two words, down to a tenth:
+		// the earlier word was wild (a billion left, then the truth),
+		// and learning others' use from it would make every window
+		// look spent at once; the client, sending one attempt a window,
+		// would never hear the words that correct it. The new word
+		// stands alone.
+	case now > p.obs:
+		p.foreign = (p.foreign + used/float64(now-p.obs)) / 2
+	}
 }
 
 // learn takes what a reading says of the quota's size and window, unless

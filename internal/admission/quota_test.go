@@ -315,3 +315,26 @@ func TestQuotaPolicyRollsOverFull(t *testing.T) {
 		}
 	}
 }
+
+// A word that answers an attempt sent after the host's last word replaces
+// what the client knew, whatever its reset; one that crossed that word,
+// with a reset more than a second sooner, is a late answer from a window
+// that has ended, and is dropped.
+func TestQuotaFreshWordReplaces(t *testing.T) {
+	var q quota
+	q.init(&Quota{MaxWait: time.Minute})
+	base, sec := int64(monoOffset), int64(time.Second)
+	word := func(v string, now, start int64) {
+		h := http.Header{"Ratelimit": {v}}
+		q.observe(seen{took: true, header: h, status: 200, now: base + now, start: base + start, wall: time.Unix(1_800_000_000, 0)})
+	}
+	word(`"default";r=0;t=30`, sec, 0)
+	word(`"default";r=5;t=2`, 2*sec, sec/2) // sent before the first word came
+	if wait := q.due(base + 2*sec); wait < 29*sec {
+		t.Fatalf("after a late answer: wait %v, want the 29 s the host's last word says", time.Duration(wait))
+	}
+	word(`"default";r=5;t=2`, 3*sec, 2*sec) // sent after it
+	if wait := q.due(base + 3*sec); wait != 0 {
+		t.Errorf("after the host's next word (5 left): wait %v, want none", time.Duration(wait))
+	}
+}

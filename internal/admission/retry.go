@@ -106,15 +106,16 @@ func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
 
 // Hold holds a retry in the breaker's queue until it may go (charged to
 // the budget as it leaves), or gives up: at its limit (ReasonBreaker, or
-// ReasonMaxElapsed past WithMaxElapsed), or when the budget has no room
-// for it as it leaves (ReasonBudget). A context that ends first ends the
+// ReasonMaxElapsed past WithMaxElapsed), when due as the probe with its
+// deadline nearer than the host's usual answer (ReasonBreaker), or when
+// the budget has no room for it as it leaves (ReasonBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
 func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 	hs := t.hs
 	g.Refund(t)
 	t.WasHeld = true
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
-		end, ticket, err := awaitHold(t.Ctx, &hs.cb, t.FirstFail, notBefore, limit)
+		end, ticket, err := awaitHold(t, notBefore, limit)
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
@@ -134,10 +135,11 @@ func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 	return ReasonBreaker, nil
 }
 
-// awaitHold holds a retry in cb until its hold ends (see circuit.turn),
-// or ctx ends: then with its error.
-func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.Time) (holdEnd, uint64, error) {
-	w := cb.enter(failed, notBefore, limit, time.Now())
+// awaitHold holds t's retry in its host's circuit until its hold ends
+// (see circuit.turn), or t's context ends: then with its error.
+func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
+	ctx, cb := t.Ctx, &t.hs.cb
+	w := cb.enter(&holder{failed: t.FirstFail, notBefore: notBefore, limit: limit, deadline: t.CtxEnd, answer: t.answer}, time.Now())
 	for range maxHoldTurns { // each turn waits for an event or a timer
 		now := time.Now()
 		end, ticket, done, next, changed := cb.turn(w, now)
@@ -159,8 +161,8 @@ func awaitHold(ctx context.Context, cb *circuit, failed, notBefore, limit time.T
 func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, again bool) {
 	hs := t.hs
 	v, lent := g.charge(t, end)
-	if f := g.s.OnRelease; f != nil && v.act == actSend && end == holdReleased {
-		f(hs.host, lent)
+	if v.act == actSend {
+		g.tell(t, end, lent)
 	}
 	switch {
 	case v.act == actSend:
@@ -172,6 +174,17 @@ func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, agai
 		return "", true
 	}
 	return ReasonBudget, false
+}
+
+// tell tells the simulator's hooks of a held retry that is sent: one
+// released (lent: beyond the budget's share), or the probe.
+func (g *Gate) tell(t *Ticket, end holdEnd, lent bool) {
+	switch {
+	case end == holdReleased && g.s.OnRelease != nil:
+		g.s.OnRelease(t.hs.host, lent)
+	case end == holdProbe && g.s.OnProbe != nil:
+		g.s.OnProbe(t.Ctx, t.hs.host)
+	}
 }
 
 // charge asks the budget for a retry leaving its hold as end says, and

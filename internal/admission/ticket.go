@@ -25,6 +25,7 @@ type Ticket struct {
 	start         int64           // mono: when the attempt in flight started
 	sec           int64           // the Unix second the request began in
 	retry         bool            // the attempt in flight is a retry or a probe
+	answer        time.Duration   // how long its last answered attempt took, whatever the status; 0 if none
 }
 
 // question is a new question of kind kd about t's host, now: whether the
