@@ -164,7 +164,8 @@ func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result
 }
 
 // retryableResponse reports whether a response is worth retrying: by its
-// status, unless the server says otherwise (x-should-retry), or a 403 that
+// status, unless the server says otherwise (the should-retry headers of
+// internal/vendors: x-should-retry, Stripe-Should-Retry), or a 403 that
 // is a throttle. A success looks at nothing but its status.
 func (k *call) retryableResponse(resp *http.Response) bool {
 	code := resp.StatusCode

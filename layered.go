@@ -125,17 +125,6 @@ const (
 
 var layerLabels = [numLayers]string{"aws-sdk", "stainless-sdk", "grpc", "retryhttp", "idempotency-key", "azure-sdk", "repeat"}
 
-// layerAdvice is the Warn log's advice for each source.
-var layerAdvice = [numLayers]string{
-	"the AWS SDK retries too: set Retryer to aws.NopRetryer{} (or retry.AddWithMaxAttempts(retry.NewStandard(), 1)) so that one layer retries",
-	"the OpenAI or Anthropic SDK retries too: set its max retries to 0 (option.WithMaxRetries(0)) so that one layer retries",
-	"gRPC retries too: disable its retry policy (grpc.WithDisableRetry()) so that one layer retries",
-	"another retryhttp Transport retries too: wrap the inner one directly, or give middleware an Unwrap method, so that only the outermost retries",
-	"a layer above sends the same Idempotency-Key again: it retries too; turn its retries off so that one layer retries",
-	"the Azure SDK retries too: set ClientOptions.Retry.MaxRetries to -1 (0 means its default, 3) so that one layer retries",
-	"the same request came again right after it failed: a layer above retries too (go-resty: SetRetryCount(0); go-retryablehttp, Vault: RetryMax or MaxRetries 0; minio-go: MaxRetries 1; client-go: take Retry-After off what retryhttp gives up with, docs/recipes.md); turn its retries off so that one layer retries",
-}
-
 // layers is one Transport's view of the layers above it.
 type layers struct {
 	warned [numLayers]atomic.Bool
@@ -266,7 +255,7 @@ func (k *call) layered(source int) {
 	}
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {
-		advice := layerAdvice[source]
+		advice := k.layerAdvice(source)
 		if !k.replayable && source != layerRetryhttp {
 			// Turning the layer above off would leave this request with
 			// no retry at all: say how to declare it first.

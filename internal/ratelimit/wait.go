@@ -4,16 +4,18 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/vendors"
 )
 
 // Wait is the wait a response asks for, from the most specific signal it
 // carries, in this order:
 //
-//  1. retry-after-ms: milliseconds (OpenAI, Anthropic), and Azure's
-//     x-ms-retry-after-ms;
-//  2. x-amz-retry-after: milliseconds (the AWS SDKs);
-//  3. Retry-After: seconds or an HTTP-date (RFC 9110);
-//  4. then the limits Items reads, by rank: of the first rank with a limit
+//  1. the millisecond headers of internal/vendors, in its order:
+//     retry-after-ms (OpenAI, Anthropic), Azure's x-ms-retry-after-ms,
+//     then x-amz-retry-after (the AWS SDKs);
+//  2. Retry-After: seconds or an HTTP-date (RFC 9110);
+//  3. then the limits Items reads, by rank: of the first rank with a limit
 //     spent (nothing left), the latest reset.
 //
 // Malformed values are ignored. A value too large to represent is
@@ -23,7 +25,7 @@ func Wait(h http.Header, now time.Time) (time.Duration, bool) {
 	if len(h) == 0 {
 		return 0, false
 	}
-	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
+	for _, name := range vendors.MillisHeaders {
 		if d, ok := Millis(h.Get(name)); ok {
 			return d, true
 		}
@@ -41,15 +43,19 @@ func Wait(h http.Header, now time.Time) (time.Duration, bool) {
 	return wait, rank != 0
 }
 
-// ShouldRetry reads x-should-retry: "true" or "false", or neither.
+// ShouldRetry reads the should-retry headers of internal/vendors
+// (x-should-retry, Stripe-Should-Retry): "true" or "false", or neither. A
+// "false" in any of them is final.
 func ShouldRetry(h http.Header) (retry, said bool) {
-	switch strings.ToLower(strings.TrimSpace(h.Get("X-Should-Retry"))) {
-	case "true":
-		return true, true
-	case "false":
-		return false, true
+	for _, name := range vendors.ShouldRetryHeaders {
+		switch strings.ToLower(strings.TrimSpace(h.Get(name))) {
+		case "true":
+			retry, said = true, true
+		case "false":
+			return false, true
+		}
 	}
-	return false, false
+	return retry, said
 }
 
 // Throttled reports whether a 403 is a throttle: GitHub sends its primary

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/stripe/stripe-go/v83"
 	"go.uber.org/goleak"
 )
 
@@ -66,5 +71,62 @@ func TestRunShowsLayersMultiplying(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// Stripe marks an answer final with Stripe-Should-Retry: false (a 500 it
+// replays for the key, say): the SDK alone sends it once, and so does
+// retryhttp alone, though a keyed POST's 500 is otherwise worth retrying.
+func TestShouldRetryFalseIsFinal(t *testing.T) {
+	var mu sync.Mutex
+	sends := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sends++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Stripe-Should-Retry", "false")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"type":"api_error","message":"An unknown error occurred"}}`)
+	}))
+	defer srv.Close()
+	sdkAlone := stripe.NewClient("sk_test_example", stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient: &http.Client{}, MaxNetworkRetries: stripe.Int64(2), URL: stripe.String(srv.URL), LeveledLogger: quiet,
+	})))
+	for _, c := range []struct {
+		name string
+		sc   *stripe.Client
+	}{{"the SDK alone (2 retries)", sdkAlone}, {"retryhttp alone", newStripe(srv.URL, fast)}} {
+		mu.Lock()
+		sends = 0
+		mu.Unlock()
+		if _, err := pay(context.Background(), c.sc, "order-44-payment"); err == nil {
+			t.Fatalf("%s: a 500 succeeded", c.name)
+		}
+		mu.Lock()
+		if sends != 1 {
+			t.Errorf("%s: %d sends, want 1", c.name, sends)
+		}
+		mu.Unlock()
+	}
+}
+
+// With the SDK's retries left on, retryhttp sees its key again and warns,
+// naming stripe-go's switch.
+func TestWarningNamesMaxNetworkRetries(t *testing.T) {
+	f := &fakeStripe{loseAll: true, intents: map[string]string{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var logs bytes.Buffer
+	httpClient := &http.Client{Transport: retryhttp.New(nil, fast, retryhttp.WithMaxAttempts(1),
+		retryhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))}
+	sc := stripe.NewClient("sk_test_example", stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient: httpClient, MaxNetworkRetries: stripe.Int64(1), URL: stripe.String(srv.URL), LeveledLogger: quiet,
+	})))
+	if _, err := pay(context.Background(), sc, "order-45-payment"); err == nil {
+		t.Fatal("a payment whose every answer was lost succeeded")
+	}
+	if !strings.Contains(logs.String(), "stripe-go retries too") || !strings.Contains(logs.String(), "MaxNetworkRetries: stripe.Int64(0)") {
+		t.Errorf("the warning does not name stripe-go's switch:\n%s", logs.String())
 	}
 }
