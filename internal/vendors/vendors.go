@@ -37,7 +37,7 @@ var SDKs = []SDK{
 		Source: "aws-sdk", Marker: Marker{Header: "amz-sdk-request"}},
 	{Name: "openai-go, anthropic-sdk-go (Stainless SDKs)", Retries: "2 retries", Off: "`option.WithMaxRetries(0)`",
 		Source: "stainless-sdk", Marker: Marker{Header: "X-Stainless-Lang"}},
-	{Name: "go-elasticsearch", Retries: "3 retries on 502, 503, 504", Off: "`elasticsearch.Config{DisableRetry: true}`",
+	{Name: "go-elasticsearch", Retries: "3 retries on 502, 503, 504 and connection errors, any method", Off: "`elasticsearch.Config{DisableRetry: true}`",
 		Marker: Marker{Header: "User-Agent", Contains: "go-elasticsearch/"}},
 	{Name: "go-retryablehttp", Retries: "4 retries", Off: "`client.RetryMax = 0` (or use retryhttp instead)"},
 	{Name: "vault/api", Retries: "2 retries (go-retryablehttp), 412 included", Off: "`Config.MaxRetries = 0`",

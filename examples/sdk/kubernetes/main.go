@@ -8,9 +8,10 @@
 // with, so that client-go returns that answer instead of starting over.
 // Server-side apply (a PATCH that states the whole intended object) is
 // safe to send again, and is declared so; a create (POST) is not, and its
-// 503 goes back to the caller. Against a fake API server on loopback that
-// answers each path 429 with Retry-After: 1 once, a list and an apply each
-// succeed after two sends.
+// 503 goes back to the caller, but its 429 is retried: the API server
+// answers 429 to a request it has not begun. Against a fake API server on
+// loopback that answers each path 429 with Retry-After: 1 once, a list and
+// an apply each succeed after two sends.
 //
 //	cd examples/sdk && go run ./kubernetes
 package main
@@ -97,10 +98,13 @@ func serverSideApply(r *http.Request) bool {
 }
 
 // newClient returns a clientset for the API server at host whose requests
-// go through retryhttp, the one layer that retries.
+// go through retryhttp, the one layer that retries. The API server's 429
+// (priority and fairness, or too many requests in flight) rejects a
+// request before it begins: retried whatever the verb, as client-go does.
 func newClient(host string, opts ...retryhttp.Option) (*kubernetes.Clientset, error) {
 	cfg := &rest.Config{Host: host, BearerToken: "example-token"}
-	opts = append([]retryhttp.Option{retryhttp.WithIdempotentIf(serverSideApply)}, opts...)
+	opts = append([]retryhttp.Option{retryhttp.WithIdempotentIf(serverSideApply),
+		retryhttp.WithUnprocessedStatuses(http.StatusTooManyRequests)}, opts...)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return noRetryAfter{retryhttp.New(rt, opts...)}
 	})

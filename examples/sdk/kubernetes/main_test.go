@@ -47,6 +47,29 @@ func TestCreateIsNotRepeated(t *testing.T) {
 	}
 }
 
+// A create answered 429 was not begun: client-go alone sends it again
+// after Retry-After, and through the recipe retryhttp does; two sends
+// either way, and the config map is created.
+func TestCreateRetriedAfter429(t *testing.T) {
+	for _, recipe := range []bool{false, true} {
+		fake := &fakeAPI{failFirst: 1, status: http.StatusTooManyRequests, retryAfter: "0", seen: map[string]int{}}
+		srv := httptest.NewServer(fake)
+		cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+		if recipe {
+			cs, err = newClient(srv.URL)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}
+		_, err = cs.CoreV1().ConfigMaps("default").Create(context.Background(), cm, metav1.CreateOptions{})
+		if n := fake.count("POST /api/v1/namespaces/default/configmaps"); n != 2 || err != nil {
+			t.Errorf("recipe %v: a create answered 429 once: %d sends, error %v; want 2 and none", recipe, n, err)
+		}
+		srv.Close()
+	}
+}
+
 // What the layers cost against a host that keeps answering 429 with
 // Retry-After: 0 (client-go's rate limiter paces its tries): client-go
 // alone (11 tries), retryhttp stacked under it as is, and the recipe

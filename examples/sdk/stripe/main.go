@@ -132,7 +132,7 @@ func run(w io.Writer) error {
 	// not 5xx answers), the layers multiply: 3 × 4 = 12 attempts, were it
 	// not for retryhttp's budget, which withdraws its floor once 4 attempts
 	// in a row have failed: each of the SDK's retries then gets its own
-	// attempt and one probe of the held retry (2 + 2), 8 in all.
+	// attempt alone, its retry held and given up (4 + 1 + 1), 6 in all.
 	for _, sdkRetries := range []int64{0, 2} {
 		down := &fakeStripe{loseAll: true, intents: map[string]string{}}
 		srv := httptest.NewServer(down)
