@@ -16,11 +16,24 @@ import (
 // is. It stays true as code moves: every file it names exists, and every
 // name of the package's code it mentions (a camel-case identifier:
 // WithBudget, scheduleLength; not Transport, which is also a word) is
-// declared in the file itself or in a file the header names.
+// declared in the file itself or in a file the header names. So for the
+// internal packages, each in its own directory.
 func TestFileHeadersNameTheirOwnCode(t *testing.T) {
+	n := 0
+	for _, dir := range packageDirs {
+		n += checkHeaders(t, dir)
+	}
+	if n < 40 {
+		t.Fatalf("found %d file headers; the parser missed some", n)
+	}
+}
+
+// checkHeaders checks the file headers of the package in dir, and returns
+// how many it found.
+func checkHeaders(t *testing.T, dir string) int {
 	declared := map[string][]string{} // name: the files that declare it
 	headers := map[string]string{}
-	for name, f := range sourceFiles(t) {
+	for name, f := range sourceFilesIn(t, dir) {
 		for _, cg := range f.Comments {
 			if cg.Pos() < f.Package && name != "doc.go" {
 				headers[name] += cg.Text()
@@ -46,16 +59,13 @@ func TestFileHeadersNameTheirOwnCode(t *testing.T) {
 			}
 		}
 	}
-	if len(headers) < 20 {
-		t.Fatalf("found %d file headers; the parser missed some", len(headers))
-	}
 	fileRef := regexp.MustCompile(`\b[a-z0-9_]+\.go\b`)
 	ident := regexp.MustCompile(`\b[A-Za-z_][A-Za-z0-9_]*\b`)
 	for name, h := range headers {
 		named := []string{name}
 		for _, ref := range fileRef.FindAllString(h, -1) {
-			if _, err := os.Stat(ref); err != nil {
-				t.Errorf("%s: its header names %s, which does not exist", name, ref)
+			if _, err := os.Stat(filepath.Join(dir, ref)); err != nil {
+				t.Errorf("%s/%s: its header names %s, which does not exist", dir, name, ref)
 			}
 			named = append(named, ref)
 		}
@@ -65,10 +75,39 @@ func TestFileHeadersNameTheirOwnCode(t *testing.T) {
 				continue
 			}
 			if !slices.ContainsFunc(in, func(f string) bool { return slices.Contains(named, f) }) {
-				t.Errorf("%s: its header names %s, which is in %v: name that file too, or move the words", name, id, in)
+				t.Errorf("%s/%s: its header names %s, which is in %v: name that file too, or move the words", dir, name, id, in)
 			}
 		}
 	}
+	return len(headers)
+}
+
+// A field's doc says what it holds in at most 80 words, in every package.
+func TestFieldDocsAreShort(t *testing.T) {
+	for _, dir := range packageDirs {
+		for name, f := range sourceFilesIn(t, dir) {
+			ast.Inspect(f, func(n ast.Node) bool {
+				st, ok := n.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				for _, fld := range st.Fields.List {
+					words := len(strings.Fields(fld.Doc.Text())) + len(strings.Fields(fld.Comment.Text()))
+					if words > 80 {
+						t.Errorf("%s/%s: the doc of field %v has %d words; at most 80", dir, name, fieldName(fld), words)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+func fieldName(f *ast.Field) string {
+	if len(f.Names) > 0 {
+		return f.Names[0].Name
+	}
+	return "(embedded)"
 }
 
 // camelCase matches a name of code, not an English word.
@@ -97,9 +136,13 @@ func TestOptionDocsAreShort(t *testing.T) {
 
 // sourceFiles are the package's non-test files, parsed with their
 // comments, by name.
-func sourceFiles(t *testing.T) map[string]*ast.File {
+func sourceFiles(t *testing.T) map[string]*ast.File { return sourceFilesIn(t, ".") }
+
+// sourceFilesIn are the non-test files of the package in dir, parsed with
+// their comments, by name.
+func sourceFilesIn(t *testing.T, dir string) map[string]*ast.File {
 	t.Helper()
-	names, err := filepath.Glob("*.go")
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +156,7 @@ func sourceFiles(t *testing.T) map[string]*ast.File {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[name] = f
+		files[filepath.Base(name)] = f
 	}
 	return files
 }

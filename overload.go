@@ -68,26 +68,21 @@ func budgetErr(ratio, minPerSecond float64) error {
 // BreakerConfig configures the retry breaker (see [WithRetryBreaker]). A
 // zero field takes its default.
 type BreakerConfig struct {
-	// Threshold opens a host's breaker: each attempt to the host that
-	// fails in a way worth retrying adds 1 to the host's health score,
-	// each answer takes 2 off (down to 0), and the breaker opens when the
-	// score reaches Threshold, that is after Threshold failures in a row,
-	// or while clearly more than two attempts in three fail, once the
-	// failures have lasted 10ms (failures that all come in one instant,
-	// such as a test's parallel requests, are no outage). Default 10; at
-	// most 1,000,000.
+	// Threshold opens a host's breaker: each attempt that fails in a way
+	// worth retrying adds 1 to the host's health score, each answer takes
+	// 2 off (down to 0), and the breaker opens when the score reaches
+	// Threshold (after Threshold failures in a row, or while clearly more
+	// than two attempts in three fail), once the failures have lasted
+	// 10ms. Default 10; at most 1,000,000. The rules in full:
+	// docs/overload.md.
 	Threshold int
 	// ProbeBackoff spaces the probes while retries are held: the n-th
 	// probe may go ProbeBackoff.Delay(n, prev) after the last attempt to
-	// the host failed (a probe, a first attempt or another request's
-	// retry: a client whose first attempts keep coming needs no probe; or
-	// after the breaker opened, or the first retry was held), divided
-	// by a fourth of the retries held when more than 4 are (by 8 at most,
-	// and never under 20ms), so that a process with many callers waiting finds the host
-	// back sooner. The default follows the retry schedule: a delay drawn
-	// between a fifth and a quarter of its length (560ms to 700ms with the
-	// defaults). With FailFast, EqualJitter(250ms, 2s). A probe is a
-	// retry: the budget is charged for it, and with no room it waits.
+	// the host failed, sooner the more retries are held (never under
+	// 20ms). The default is a delay between a fifth and a quarter of the
+	// retry schedule's length (560ms to 700ms with the defaults); with
+	// FailFast, EqualJitter(250ms, 2s). A probe is a retry, charged to the
+	// budget.
 	ProbeBackoff Backoff
 	// ProbeTimeout is how long a probe may go unanswered before it counts
 	// as failed, so that a probe that hangs does not stop the next one.
@@ -95,42 +90,27 @@ type BreakerConfig struct {
 	// 100ms.
 	ProbeTimeout time.Duration
 	// MaxHold is the longest a retry is held. The default, 0, holds it no
-	// longer than its request's backoff schedule: until the time its last
-	// attempt would have gone at the latest, that is the sum of the
-	// backoff's upper bounds for every retry (2.8s with the defaults)
-	// after the request's first failure (for a crowd, 4 or more held
-	// whose requests first failed within 10ms of each other, less a
-	// random share of up to a fifth drawn once per request, so that
-	// callers held together do not come back together), and never before
-	// its own wait
-	// (Retry-After included) has ended. A context deadline or
-	// WithMaxElapsed that comes sooner ends the hold sooner; nothing, not
-	// a probe in flight, keeps it longer. At its limit a held retry gives
-	// up with its last response, reason "breaker", if a retry or a probe
-	// to the host has failed since the host last answered; otherwise
-	// (failed first attempts alone do not show that a retry would fail)
-	// it goes, charged to the budget.
+	// longer than its request's backoff schedule from its first failure
+	// (2.8s with the defaults), and never before its own wait ends; a
+	// deadline or WithMaxElapsed ends it sooner. At its limit a held
+	// retry gives up with its last response, reason "breaker", if a retry
+	// or probe to the host failed since the host last answered; otherwise
+	// it goes.
 	MaxHold time.Duration
-	// FailFast makes the breaker refuse first attempts too while a host's
-	// breaker is open: RoundTrip returns at once an [*Error] for which
-	// errors.Is(err, [ErrCircuitOpen]) holds, reason "circuit_open",
-	// without sending anything, so that the caller can serve a fallback.
-	// One request at a time goes out as the probe, at ProbeBackoff or as
-	// every sixth first attempt that would be refused, whichever comes
-	// first. A retry whose breaker is open gives up at once with its last
-	// response, reason circuit_open, unless it can go as the probe.
+	// FailFast makes an open breaker refuse first attempts too: RoundTrip
+	// returns at once an [*Error] for which errors.Is(err,
+	// [ErrCircuitOpen]) holds, reason "circuit_open", sending nothing, so
+	// that the caller can serve a fallback. One request at a time goes as
+	// the probe, at ProbeBackoff or as every sixth first attempt refused.
+	// A retry whose breaker is open gives up at once with its last
+	// response, unless it can go as the probe.
 	FailFast bool
-	// OnStateChange, if set, is called when a host's breaker opens or
-	// closes, on the goroutine of the RoundTrip whose attempt changed it,
-	// after the change; calls for one host come in order, never at once,
-	// and hold up nothing but that host's next transition. It must
-	// return quickly. Metrics count the same transitions
-	// (retryhttp_breaker_transitions_total, retryhttp_breaker_open_hosts),
-	// and a logger gets one Warn record when a breaker opens and one Info
-	// when it closes. host is in its canonical form (lower case, no
-	// default port); open says the state entered: open (retries to the
-	// host are held; FailFast: first attempts refused) or closed (the host
-	// answered).
+	// OnStateChange, if set, is called when a host's breaker opens
+	// (retries held; FailFast: first attempts refused) or closes (the
+	// host answered), after the change, on the goroutine of the RoundTrip
+	// whose attempt changed it; calls for one host come in order, never
+	// at once. It must return quickly. host is in its canonical form (lower
+	// case, no default port). Metrics and logs record the same changes.
 	OnStateChange func(host string, open bool)
 }
 

@@ -10,13 +10,13 @@ import (
 	"time"
 )
 
-// Latencies are a host's recent latencies of successful first attempts: a
-// histogram of 4 buckets per doubling from 1µs, halved every 1,024
-// samples so that it follows the host.
 // minSamples is how many latencies a host needs before its percentile
 // means anything.
 const minSamples = 20
 
+// Latencies are a host's recent latencies of successful first attempts: a
+// histogram of 4 buckets per doubling from 1µs, halved every 1,024
+// samples so that it follows the host.
 type Latencies struct {
 	counts [160]atomic.Uint32
 	total  atomic.Uint32

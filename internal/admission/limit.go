@@ -1,5 +1,5 @@
 // This file holds the concurrency limit, one of admission's pacers
-// (pacing.go): per host, at most limit attempts in flight, the rest
+// (the protocol is in admission.go): per host, at most limit attempts in flight, the rest
 // waiting in a short queue for their turn, no longer than their deadline;
 // with a range, the limit adapts to the host: down when its answers slow
 // or it sheds (429, 503), up while they come back as fast as it can serve.

@@ -1,4 +1,4 @@
-// This file holds quota pacing, one of admission's pacers (pacing.go): per
+// This file holds quota pacing, one of admission's pacers (the protocol is in admission.go): per
 // host, it reads the quota the server says is left (RateLimit with its
 // policies and partition keys, RateLimit-Remaining, X-RateLimit-Remaining,
 // OpenAI's and Anthropic's request counts, and the Retry-After of a 429)

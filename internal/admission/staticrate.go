@@ -1,5 +1,5 @@
 // This file holds the static rate limit, one of admission's pacers
-// (pacing.go): per host, a token bucket with a line of waiters, first
+// (the protocol is in admission.go): per host, a token bucket with a line of waiters, first
 // come first served, for servers that say nothing of their quota.
 
 package admission

@@ -1,4 +1,4 @@
-// This file holds the throttle, one of admission's pacers (pacing.go): per
+// This file holds the throttle, one of admission's pacers (the protocol is in admission.go): per
 // host, it refuses first attempts, at random, in proportion to how much
 // more the client sends than the host accepts, so that an overloaded host
 // sees about ratio × what it serves, and a host that is down sees almost
