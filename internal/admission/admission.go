@@ -110,6 +110,7 @@ type permit struct {
 	charged    bool // the budget charged it, in chargedSec
 	chargedSec int64
 	probe      uint64  // the breaker made it the probe with this ticket
+	lent       bool    // a recovery lent it beyond the budget's share (owed until answered)
 	paced      uint8   // bit i: the controller at place i of the list took something
 	took       bool    // to undo: this controller took something
 	waiter     *waiter // to undo: its place in this controller's line, left as it gives up waiting
@@ -118,7 +119,7 @@ type permit struct {
 // with is t and what u took too.
 func (t permit) with(u permit) permit {
 	return permit{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
-		probe: max(t.probe, u.probe), paced: t.paced | u.paced}
+		probe: max(t.probe, u.probe), lent: t.lent || u.lent, paced: t.paced | u.paced}
 }
 
 // of is t as the controller at place i of the list is told it.
@@ -155,6 +156,7 @@ type seen struct {
 	retry    bool   // the attempt was a retry or a probe
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
 	lend     bool   // answered by a host that served no one, whose budget owes nothing
+	lent     int64  // the Unix second a recovery lent the attempt in, beyond the budget's share; 0 if none did
 	probe    uint64 // the attempt was this probe
 	replied  bool   // the host answered it, whatever the status: rtt is its round trip
 

@@ -54,7 +54,8 @@ type hostBudget struct {
 	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
 	// owed is what a recovery lent: the first attempts still to be sent
 	// before the next recovery may lend again, 1/ratio for each retry it
-	// released beyond the share (see lend).
+	// released beyond the share that the host has not answered (see lend
+	// and repay).
 	owed atomic.Int64
 }
 
@@ -220,23 +221,57 @@ func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <
 // lend charges a retry that a recovery releases beyond the share: it is
 // counted among the retries (the share has no room for 10 s), and owed,
 // 1/ratio first attempts, so that until they are sent no recovery lends
-// again. Over any span, then, the retries lent beyond the share are at
-// most ratio × the first attempts sent before the latest loan began,
-// plus that loan: a host that flaps is lent once per 1/ratio × the
-// retries it released, not at every recovery.
+// again; unless the host answers it (observe): then it is given back
+// whole, neither counted nor owed. Over any span, then, the lent retries
+// that the host did not answer are at most ratio × the first attempts
+// sent before the latest loan began, plus that loan; those it answered
+// are at most one a request, for an answer ends it. A host that flaps,
+// down and up in turn, and answers what each recovery releases (a run of
+// blips) is lent at every recovery; one that the released retries find
+// down again, once per 1/ratio × those that failed; an overload, which
+// never serves no one, never.
 func (c *budgetCtl) lend(sec int64) {
 	h := &c.e.v
 	bucketAdd(&h.retries[uint64(sec)%budgetBuckets], sec)
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
+// undo gives back the charge of a retry that is not sent; one that a
+// recovery lent owes nothing.
 func (c *budgetCtl) undo(t permit, _ time.Time) {
 	if t.charged {
 		c.b.refund(&c.e.v, t.chargedSec)
 	}
+	if t.lent {
+		c.repay()
+	}
 }
 
-func (c *budgetCtl) observe(seen) change { return change{} }
+// observe gives back whole a lent retry that the host answered: it is
+// no longer counted among the retries, and owes nothing (repay).
+func (c *budgetCtl) observe(o seen) change {
+	if o.lent != 0 && o.answered {
+		c.b.refund(&c.e.v, o.lent)
+		c.repay()
+	}
+	return change{}
+}
+
+// repay takes back what lend made one retry owe: the host answered it
+// (the recovery held, and the retry was served, not turned away), or it
+// was never sent. What a lent retry that failed owes stays, to be repaid
+// by first attempts: a recovery that its own retries knock over lends
+// again only once per 1/ratio × what failed.
+func (c *budgetCtl) repay() {
+	h := &c.e.v
+	k := int64(math.Ceil(1 / c.b.ratio))
+	for {
+		o := h.owed.Load()
+		if o <= 0 || h.owed.CompareAndSwap(o, max(o-k, 0)) {
+			return
+		}
+	}
+}
 
 // Settings are b's ratio and floor.
 func (b *Share) Settings() (ratio, minPerSecond float64) { return b.ratio, b.perSecond }

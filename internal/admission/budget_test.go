@@ -166,3 +166,40 @@ func TestBudgetLoan(t *testing.T) {
 		t.Error("a budget with no ratio may lend")
 	}
 }
+
+// A lent retry that the host answered is given back whole: no longer
+// counted among the retries, and owing nothing; one that failed stays
+// counted and owed, to be repaid by first attempts; one never sent owes
+// nothing.
+func TestBudgetLoanAnswered(t *testing.T) {
+	b := share(0.1, 10)
+	var c budgetCtl
+	c.attach(b, "h", unixSecond())
+	sec := unixSecond()
+	for range 3 {
+		c.lend(sec)
+	}
+	c.observe(seen{answered: true, lent: sec})
+	c.observe(seen{answered: true, retry: true}) // not lent: repays nothing
+	if got := sum(&c.e.v.retries, sec, budgetBuckets); got != 2 {
+		t.Errorf("%v retries counted after one lent retry was answered, want 2", got)
+	}
+	if got := c.e.v.owed.Load(); got != 20 {
+		t.Errorf("%d first attempts owed after one of 3 lent retries was answered, want 20", got)
+	}
+	c.observe(seen{failed: true, lent: sec})
+	if got := c.e.v.owed.Load(); got != 20 {
+		t.Errorf("%d first attempts owed after a lent retry failed, want 20 still", got)
+	}
+	c.undo(permit{charged: true, chargedSec: sec, lent: true}, time.Time{}) // the third, never sent
+	if got := c.e.v.owed.Load(); got != 10 {
+		t.Errorf("%d first attempts owed after a lent retry was not sent, want 10", got)
+	}
+	for range 10 {
+		c.countFirst(sec)
+	}
+	c.observe(seen{answered: true, lent: sec}) // an answer after the debt is paid: nothing below 0
+	if !c.solvent() || c.e.v.owed.Load() != 0 {
+		t.Errorf("owed %d once every lent retry was answered, sent back or repaid, want 0", c.e.v.owed.Load())
+	}
+}

@@ -329,7 +329,7 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 		return
 	}
 	o := g.seenOf(t, r)
-	if !g.paced && o.answered && o.probe == 0 && hs.cb.quiet() {
+	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && hs.cb.quiet() {
 		t.p = permit{}
 		return // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
@@ -353,6 +353,9 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	hs := t.hs
 	o := seen{retry: t.retry, probe: t.p.probe, replied: r.Status != 0}
+	if t.p.lent {
+		o.lent = t.p.chargedSec
+	}
 	o.at, o.now = g.endClock()
 	if o.rtt = o.now - t.start; o.replied {
 		t.answer = time.Duration(o.rtt)
@@ -431,9 +434,10 @@ func (g *Gate) scoreCap() int32 {
 }
 
 // Abandon gives back the permit of an attempt whose base panicked: all
-// but its budget charge, for it may have reached the host.
+// but its budget charge (and what a loan's retry owes), for it may have
+// reached the host.
 func (g *Gate) Abandon(t *Ticket) {
-	t.p.charged = false
+	t.p.charged, t.p.lent = false, false
 	t.cancel()
 }
 

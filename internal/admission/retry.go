@@ -210,7 +210,7 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	v = hs.bud.admit(a)
 	if v.act != actSend && end == holdReleased && hs.cb.borrow() {
 		hs.bud.lend(a.sec) // released by a recovery, beyond the share
-		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}, true
+		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec, lent: true}}, true
 	}
 	return v, false
 }
@@ -238,9 +238,9 @@ func (g *Gate) MayHedge(t *Ticket) bool {
 // Refund gives back the charge of a retry that was never sent.
 func (g *Gate) Refund(t *Ticket) {
 	if t.p.charged && t.hs != nil && g.budget != nil {
-		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec}, time.Time{})
+		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec, lent: t.p.lent}, time.Time{})
 	}
-	t.p.charged, t.p.chargedSec = false, 0
+	t.p.charged, t.p.chargedSec, t.p.lent = false, 0, false
 }
 
 // await waits for a change, a wake, d (none if d < 0), or the end of
