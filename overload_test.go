@@ -1,7 +1,9 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -151,4 +153,95 @@ func TestFailFastKeepsResponse(t *testing.T) {
 			t.Errorf("a retry refused by FailFast after its wait ended with %v, want its 503", err)
 		}
 	})
+}
+
+// servesRate is a base that serves rate requests a second, one at a time
+// (no burst), and answers the rest at once with a 503: a host that is
+// overloaded, not out. full: its first request is served; otherwise the
+// requests before its first turn fail, as if it had been out.
+func servesRate(rate float64, full bool) http.RoundTripper {
+	var mu sync.Mutex
+	tokens := 0.0
+	if full {
+		tokens = 1
+	}
+	last := time.Now()
+	return retrytest.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		now := time.Now()
+		tokens = min(tokens+now.Sub(last).Seconds()*rate, 1)
+		last = now
+		ok := tokens >= 1
+		if ok {
+			tokens--
+		}
+		mu.Unlock()
+		if ok {
+			return reply(r, 200, nil), nil
+		}
+		return reply(r, 503, nil), nil
+	})
+}
+
+// overloadCall is what the attempt hook saw of one call: how its last
+// attempt ended, and the give-up that followed it, if any.
+type overloadCall struct {
+	reason GiveUpReason
+	end    time.Time
+}
+
+type overloadCallKey struct{}
+
+// An overload is no outage, and holds nothing: a host that serves 10
+// requests a second and refuses the other 190 at once (docs/overload.md),
+// offered 200 a second, with a breaker that never opens. Once the host
+// has been seen serving some (from its first turn, 100ms in), each retry
+// is sent, within the budget, or gives up at once, reason budget: no call
+// gives up for the breaker, and none gets its 503 back later than it
+// came. (Before its first answer, a host that has never answered is in an
+// outage by the rule, and the few retries held then go as a slow start.)
+func TestOverloadHoldsNoRetry(t *testing.T) {
+	hook := WithAttemptHook(func(ctx context.Context, _ AttemptStart) (context.Context, func(AttemptEnd)) {
+		c := ctx.Value(overloadCallKey{}).(*overloadCall)
+		return ctx, func(e AttemptEnd) { c.reason, c.end = e.GiveUp, e.End }
+	})
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first served %v", full), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := New(servesRate(10, full), hook, WithRetryBreaker(BreakerConfig{Threshold: 1_000_000}))
+				seen := time.Now().Add(100 * time.Millisecond) // the host's first turn
+				var calls, held, budget atomic.Int64
+				var wg sync.WaitGroup
+				for range 200 * 4 { // 4 s at 200 a second
+					time.Sleep(5 * time.Millisecond)
+					wg.Go(func() {
+						var c overloadCall
+						req := newRequest(t, "GET", "http://h/", nil)
+						counted := time.Now().After(seen)
+						resp, err := tr.RoundTrip(req.WithContext(context.WithValue(req.Context(), overloadCallKey{}, &c)))
+						if err != nil {
+							t.Errorf("RoundTrip: %v", err)
+							return
+						}
+						resp.Body.Close()
+						switch {
+						case !counted:
+						case c.reason == GiveUpBreaker || (resp.StatusCode == 503 && time.Since(c.end) > 100*time.Millisecond):
+							held.Add(1)
+						case c.reason == GiveUpBudget:
+							budget.Add(1)
+						}
+						if counted {
+							calls.Add(1)
+						}
+					})
+				}
+				wg.Wait()
+				if n := held.Load(); n != 0 || budget.Load() == 0 {
+					t.Errorf("%d of %d calls held (given up for the breaker, or their 503 returned over 100ms after it came), want none; %d gave up for the budget, want some",
+						n, calls.Load(), budget.Load())
+				}
+			})
+		})
+	}
 }

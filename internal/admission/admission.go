@@ -157,6 +157,7 @@ type seen struct {
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
 	lend     bool   // answered by a host that served no one, whose budget owes nothing
 	lent     int64  // the Unix second a recovery lent the attempt in, beyond the budget's share; 0 if none did
+	failing  bool   // a fresh failure that leaves the host failing: a recovery's loan ends
 	probe    uint64 // the attempt was this probe
 	replied  bool   // the host answered it, whatever the status: rtt is its round trip
 

@@ -60,7 +60,8 @@ type circuit struct {
 	// beyond the budget's share (lend in budget.go): set when a host that
 	// served no one answers again while the budget owes nothing; the
 	// retries held, twice over, so that those the recovered host turns
-	// away can be held and released again. lending mirrors loan > 0.
+	// away can be held and released again. It ends when the host is
+	// failing again, the breaker open or not. lending mirrors loan > 0.
 	loan    int
 	lending atomic.Bool
 	// retryFailed: a retry or a probe has failed since the host last
@@ -193,8 +194,7 @@ func (cb *circuit) observe(o seen) change {
 		return change{}
 	}
 	cb.noteRetry(o)
-	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && o.probe == 0
-	if quiet && (o.answered || !o.trip) {
+	if cb.unmoved(o) {
 		return change{} // a healthy host's answer, or a failure that opens nothing: no lock
 	}
 	cb.mu.Lock()
@@ -207,6 +207,14 @@ func (cb *circuit) observe(o seen) change {
 		cb.events = append(cb.events, ch.opened)
 	}
 	return ch
+}
+
+// unmoved reports, without a lock, that o changes nothing in the
+// circuit: it is closed, holds and lends nothing, and o is no probe's, and
+// an answer or a failure that opens nothing.
+func (cb *circuit) unmoved(o seen) bool {
+	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.lending.Load() && o.probe == 0
+	return quiet && (o.answered || !o.trip)
 }
 
 // takeEvents moves the transitions not yet reported into buf, oldest
@@ -241,6 +249,9 @@ func (cb *circuit) observeLocked(o seen, now time.Time) change {
 		ch.closed = cb.open
 		cb.answered(now, o.retry, o.lend)
 	case o.failed:
+		if o.failing {
+			cb.setLoan(0) // the host is failing again: the recovery is over, its loan with it
+		}
 		if o.trip && !cb.open {
 			ch.opened = true
 			cb.trip(now)

@@ -212,3 +212,24 @@ func TestCircuitSlowStart(t *testing.T) {
 		t.Error("a loan outlived the host's next outage")
 	}
 }
+
+// A recovery's loan ends when the host is failing again, whether the
+// breaker opens or not: a host that answers and then serves some and
+// refuses the rest is overloaded, and nothing is lent or held for it.
+func TestLoanEndsWhenTheHostFailsAgain(t *testing.T) {
+	cb := newCircuit(Breaker{Threshold: 1_000_000})
+	w := cb.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(2800)}, tAt(0))
+	cbOK(cb, 100, false, true) // the host answers after an outage: a recovery that lends
+	if !cb.lends() {
+		t.Fatal("the recovery from an outage lends nothing")
+	}
+	cb.observe(seen{failed: true, at: tAt(105)}) // a failure, the host not failing yet
+	if !cb.lends() {
+		t.Error("a failure of a host that is not failing ended the loan")
+	}
+	cb.observe(seen{failed: true, failing: true, at: tAt(110)})
+	if cb.lends() {
+		t.Error("a loan outlived a failure that left the host failing, with the breaker closed")
+	}
+	cb.quit(w, tAt(110))
+}

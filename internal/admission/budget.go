@@ -145,9 +145,10 @@ func (b *Share) refund(h *hostBudget, sec int64) {
 //
 //   - first attempts: counted, never refused.
 //   - a retry, probe or hedge: charged if it fits the share, or the floor
-//     while the host is not failing; otherwise refused, reason budget.
-//   - a retry that only the floor would let go, on a failing host: held,
-//     to be charged when it leaves the hold.
+//     while the host is not failing; otherwise refused, reason budget. It
+//     holds none: the floor is withdrawn from a failing host, not lent to
+//     it later, and whether a refused retry may wait for an outage's end
+//     is the gate's to say (retry.go).
 //
 // It observes nothing: the host's health is the gate's.
 type budgetCtl struct {
@@ -171,9 +172,6 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	}
 	if c.b.allow(h, a.sec, a.healthy) {
 		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
-	}
-	if a.kind == kindRetry && !a.healthy && c.b.room(h, a.sec, true) {
-		return hold
 	}
 	return refuse(ReasonBudget)
 }

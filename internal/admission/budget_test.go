@@ -203,3 +203,18 @@ func TestBudgetLoanAnswered(t *testing.T) {
 		t.Errorf("owed %d once every lent retry was answered, sent back or repaid, want 0", c.e.v.owed.Load())
 	}
 }
+
+// The budget holds no retry: on a failing host, one that only the floor
+// would let go is refused, reason budget (the floor is withdrawn, not
+// lent later); on a healthy host, the floor charges it.
+func TestBudgetHoldsNone(t *testing.T) {
+	var c budgetCtl
+	c.attach(share(0.1, 10), "h", unixSecond())
+	sec := unixSecond()
+	if v := c.admit(ask{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != ReasonBudget {
+		t.Errorf("a retry that only the floor fits, on a failing host: %v (%s), want refused, budget", v.act, v.reason)
+	}
+	if v := c.admit(ask{kind: kindRetry, sec: sec, healthy: true}); v.act != actSend || !v.charged {
+		t.Errorf("the same on a healthy host: %v, want sent and charged", v.act)
+	}
+}

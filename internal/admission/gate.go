@@ -369,7 +369,7 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 		// A refused connection reached no application, but says that
 		// the host serves no one: it counts, though it costs nothing.
 		s := hs.health.fail(o.now, g.scoreCap())
-		o.failed = true
+		o.failed, o.failing = true, hs.health.failing(o.now)
 		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
 	}
 	if g.paced {

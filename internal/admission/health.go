@@ -151,6 +151,17 @@ func (h *health) down(m int64) bool {
 	return h.score.Load() >= failingAfter && h.answered.Load() <= h.lastFail.Load() && h.quiet(m)
 }
 
+// unanswered reports whether the host is failing at m and has answered
+// nothing since its failures began, for longer than its usual gap between
+// answers and at least minQuiet: it has missed an answer it would have
+// given, as an outage begins, where an overload's answers keep coming
+// among its refusals. It may be an outage not yet sure: a host that
+// answers seldom is quiet for 4 of its gaps only long after.
+func (h *health) unanswered(m int64) bool {
+	last := h.lastOK.Load()
+	return h.failing(m) && last < h.since.Load() && m-last > max(h.gap.Load(), minQuiet)
+}
+
 // outage reports whether the host is in an outage at m: it is down, and
 // its failures have lasted minFailingSpan. An outage holds retries
 // instead of refusing them; an overload (failures mixed with answers) is

@@ -110,3 +110,42 @@ func TestHealthGapIgnoresOutages(t *testing.T) {
 		t.Error("a host that answered every 10ms, failing for 100ms, is not taken for down")
 	}
 }
+
+// A failing host that has answered nothing since its failures began, for
+// longer than its usual gap, may be in an outage not yet sure (a quiet
+// client's host, long before it is quiet for 4 gaps); an overload, whose
+// answers come among its refusals, never is.
+func TestHealthUnanswered(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	base := int64(time.Hour) // mono is never 0
+	var quiet health         // an answer every 500ms, then failures from 5s
+	for i := range int64(10) {
+		quiet.answer(base+i*500*ms, base+i*500*ms)
+	}
+	for i := range int64(6) {
+		quiet.fail(base+5000*ms+i*100*ms, failingAfter*3)
+	}
+	if m := base + 5600*ms; !quiet.unanswered(m) || quiet.down(m) {
+		t.Errorf("a host that answered every 500ms, failing in a row for 600ms: unanswered %v, down %v; want true, false",
+			quiet.unanswered(m), quiet.down(m))
+	}
+	var deep health // 1 in 20 served, 10 a second
+	for i := range int64(200) {
+		if m := base + i*5*ms; i%20 == 0 {
+			deep.answer(m, m)
+		} else {
+			deep.fail(m, failingAfter*3)
+		}
+	}
+	if m := base + 995*ms; deep.unanswered(m) {
+		t.Error("a deep overload (1 in 20 served, 10 a second) taken for unanswered")
+	}
+	var once health // one answer, then failures in a row for less than 100ms
+	once.answer(base, base)
+	for i := int64(1); i < 19; i++ {
+		once.fail(base+i*5*ms, failingAfter*3)
+	}
+	if m := base + 95*ms; once.unanswered(m) {
+		t.Error("a host that answered once, failing for 95ms, taken for unanswered: at least 100ms")
+	}
+}

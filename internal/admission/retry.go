@@ -47,12 +47,15 @@ func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
 
 // refused is what becomes of a retry that a controller refused for
 // reason at m: it gives up, unless the budget refused it while the host
-// does not answer (an outage not yet sure: failures in an instant) or a
+// does not answer (an outage not yet sure: failures in an instant, or in
+// a row for longer than the host's usual gap since its last answer) or a
 // recovery is under way: then it is held, to go with the host's next
-// answer, charged then.
+// answer, charged then. In an overload, whose answers come among its
+// refusals, it gives up at once.
 func (g *Gate) refused(t *Ticket, reason Reason, m int64) (Next, Reason) {
 	hs := t.hs
-	if reason == ReasonBudget && !t.Owned && (hs.health.down(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+	h := &hs.health
+	if reason == ReasonBudget && !t.Owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
 		return NextHold, ""
 	}
 	return NextWait, reason
@@ -200,7 +203,8 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	}
 	a := t.question(kd)
 	// Released: the host has answered, the floor is back. At its limit
-	// with no retry seen failing: it was held for the floor. The probe of
+	// with no retry seen failing: failed first attempts say nothing of
+	// retries, and it goes as a release does. The probe of
 	// a crowd (a process's many callers held together): the floor too,
 	// so that its callers learn of the recovery within a probe's gap,
 	// not when the share next has room; one instance of a fleet, with a
