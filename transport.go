@@ -166,9 +166,21 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	decided := time.Now()
 	shown := *r // what the hook is told of the attempt, once its wait ends
 	if reason, err := k.wait(adm, v.delay, f.serverWait(), r); reason != "" || err != nil {
+		// The wait gave up (reason), with the last response, or the
+		// context ended it (err): the hook is told of attempt n as it was
+		// before the wait (shown), or with the give-up.
 		closeBody(next)
-		k.unclaim()
-		return nil, 0, k.waitEnded(n, r, shown, reason, err, decided), true
+		if k.t.Known() { // what admission gave it back: its charge, its probe
+			k.c.gate.Refund(&k.t)
+			k.c.gate.Abandon(&k.t)
+		}
+		if err != nil {
+			if r.resp != nil {
+				r.resp.Body.Close() // kept for a give-up that did not come
+			}
+			return nil, 0, event{kind: evEnd, attempt: n, r: shown, err: err, end: decided}, true
+		}
+		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}, true
 	}
 	if r.resp != nil {
 		r.resp.Body.Close() // the kept response, not needed now
@@ -179,20 +191,6 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	}
 	k.report(&event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
 	return next, f.backoff, event{}, false
-}
-
-// waitEnded is how a request ends whose wait before attempt n+1 gave up
-// (reason), with its last response, or was ended by its context (err):
-// the hook is told of attempt n as it was before the wait (shown), or
-// with the give-up.
-func (k *call) waitEnded(n int, r *result, shown result, reason GiveUpReason, err error, decided time.Time) event {
-	if err != nil {
-		if r.resp != nil {
-			r.resp.Body.Close() // kept for a give-up that did not come
-		}
-		return event{kind: evEnd, attempt: n, r: shown, err: err, end: decided}
-	}
-	return event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}
 }
 
 // facts gathers what decide needs about attempt n's result.
@@ -264,27 +262,11 @@ func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission.Next, ver
 // breaker; or held by the breaker from the start. A held retry never goes
 // before the server's Retry-After (ra), and its backoff counts no further
 // than the end of its schedule (its hold limit). It keeps r's response
-// only if the retry may be held and give up later.
+// only if the retry may be held or refused by a pacer, and give up after
+// its wait. Then the pacers are asked: one that refuses gives up with the
+// last response, or errRefused; so does a retry whose deadline comes while
+// it waits for them (a slot of the limit, a turn), like any other.
 func (k *call) wait(adm admission.Next, delay, ra time.Duration, r *result) (GiveUpReason, error) {
-	g := k.c.gate
-	k.keep(r)
-	reason, err := k.waitOrHold(adm, delay, ra)
-	switch reason {
-	case GiveUpBreaker:
-		r.err = noResponse(r, ErrBreakerHold)
-	case GiveUpCircuitOpen:
-		r.err = noResponse(r, ErrCircuitOpen)
-	case "":
-		if err == nil && g != nil && g.Paced() {
-			reason, err = k.pace(r)
-		}
-	}
-	return reason, err
-}
-
-// keep keeps r's response, for a retry that may give up after its wait
-// (held, or refused by a pacer), or lets it go.
-func (k *call) keep(r *result) {
 	g := k.c.gate
 	switch {
 	case r.resp == nil:
@@ -294,6 +276,25 @@ func (k *call) keep(r *result) {
 		discard(r.resp)
 		r.resp = nil
 	}
+	reason, err := k.waitOrHold(adm, delay, ra)
+	switch {
+	case reason == GiveUpBreaker:
+		r.err = noResponse(r, ErrBreakerHold)
+	case reason == GiveUpCircuitOpen:
+		r.err = noResponse(r, ErrCircuitOpen)
+	case reason != "" || err != nil || g == nil || !g.Paced():
+	default:
+		reason, err = reasonOf(g.Pace(&k.t))
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && r.resp != nil:
+			return GiveUpDeadline, nil
+		case err != nil:
+			return "", err
+		case reason != "":
+			r.err = noResponse(r, errRefused)
+		}
+	}
+	return reason, err
 }
 
 // waitOrHold waits for delay, or holds the retry (adm), or holds it after
@@ -315,32 +316,6 @@ func (k *call) waitOrHold(adm admission.Next, delay, ra time.Duration) (GiveUpRe
 	}
 	nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
 	return reasonOf(g.Hold(&k.t, nb, limit))
-}
-
-// pace asks the pacers for a retry whose wait is over: one they refuse
-// gives up with its last response, or errRefused; so does one whose
-// deadline comes while it waits for them (a slot of the limit, a turn),
-// like any other.
-func (k *call) pace(r *result) (GiveUpReason, error) {
-	reason, err := reasonOf(k.c.gate.Pace(&k.t))
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && r.resp != nil:
-		return GiveUpDeadline, nil
-	case err != nil:
-		return "", err
-	case reason != "":
-		r.err = noResponse(r, errRefused)
-	}
-	return reason, nil
-}
-
-// unclaim gives back what admission gave a retry that is not sent: its
-// budget charge and its probe.
-func (k *call) unclaim() {
-	if k.t.Known() {
-		k.c.gate.Refund(&k.t)
-		k.c.gate.Abandon(&k.t)
-	}
 }
 
 // holdTimes are the earliest and the latest times a retry of this request

@@ -18,6 +18,7 @@ type Func struct {
 	Name       string // with its receiver's type: "(*Gate).Hold"
 	Lines      int
 	Cyclomatic int
+	Params     int // its parameters, the receiver not counted
 }
 
 // Funcs are the functions declared in dir's non-test Go files.
@@ -39,11 +40,20 @@ func Funcs(dir string) ([]Func, error) {
 		for _, d := range f.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
 				lines := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
-				out = append(out, Func{filepath.Base(name), funcName(fd), lines, Cyclomatic(fd.Body)})
+				out = append(out, Func{filepath.Base(name), funcName(fd), lines, Cyclomatic(fd.Body), params(fd.Type)})
 			}
 		}
 	}
 	return out, nil
+}
+
+// params counts a function's parameters: a, b int is two.
+func params(ft *ast.FuncType) int {
+	n := 0
+	for _, f := range ft.Params.List {
+		n += max(len(f.Names), 1)
+	}
+	return n
 }
 
 func funcName(fd *ast.FuncDecl) string {
