@@ -20,7 +20,7 @@ import (
 )
 
 // CloseWait bounds how long a request waits for its bodies' close, in
-// all: net/http closes a body at once, or within 50 ms of the response's
+// all, from its first wait: net/http closes a body at once, or within 50 ms of the response's
 // body being closed when the server answered before reading all of it. A
 // base that never closes it breaks http.RoundTripper's contract.
 const CloseWait = time.Second
@@ -44,6 +44,7 @@ type Open struct {
 	mu     sync.Mutex
 	n      int
 	idle   chan struct{} // made by a waiter, closed when n drops to 0
+	until  time.Time     // the first Wait's start plus CloseWait: no Wait goes past it
 	broken bool          // a Wait ran out of CloseWait: the base never closes
 	first  tracked       // the first attempt's, in the same allocation
 }
@@ -106,24 +107,23 @@ func (o *Open) Busy() bool {
 
 // Wait returns when every body counted is closed: at once, almost always.
 // It fails at ctx's end; with ErrLate at end, if end is not zero and comes
-// first; or with ErrOpen after CloseWait, and then at once ever after, so
-// that however many places of a request need its body, it waits for a
-// base that never closes one once.
+// first; or with ErrOpen once CloseWait has passed since the request's
+// first Wait began, and then at once ever after: however many places of a
+// request need its body, and however many retries it makes, its waits
+// for a base that does not close come to CloseWait in all.
 func (o *Open) Wait(ctx context.Context, end time.Time) error {
 	if o == nil {
 		return nil
 	}
-	idle, err := o.waiter()
+	idle, until, err := o.waiter()
 	if idle == nil {
 		return err
 	}
-	d, late := CloseWait, false
-	if !end.IsZero() {
-		if left := time.Until(end); left < d {
-			d, late = max(left, 0), true
-		}
+	d, late := time.Until(until), false
+	if !end.IsZero() && end.Before(until) {
+		d, late = time.Until(end), true
 	}
-	t := time.NewTimer(d)
+	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-idle:
@@ -141,18 +141,22 @@ func (o *Open) Wait(ctx context.Context, end time.Time) error {
 	return ErrOpen
 }
 
-// waiter returns the channel closed when nothing is open, or nil and
-// Wait's answer when there is nothing to wait for.
-func (o *Open) waiter() (chan struct{}, error) {
+// waiter returns the channel closed when nothing is open and the time no
+// Wait goes past, or nil and Wait's answer when there is nothing to wait
+// for. The clock is read only by a request that has to wait.
+func (o *Open) waiter() (chan struct{}, time.Time, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
 	case o.n == 0:
-		return nil, nil
+		return nil, time.Time{}, nil
 	case o.broken:
-		return nil, ErrOpen
+		return nil, time.Time{}, ErrOpen
 	case o.idle == nil:
 		o.idle = make(chan struct{})
 	}
-	return o.idle, nil
+	if o.until.IsZero() {
+		o.until = time.Now().Add(CloseWait)
+	}
+	return o.idle, o.until, nil
 }
