@@ -93,6 +93,7 @@ type simulation struct {
 	seed          uint64
 	opts          []Option
 	desc          []string
+	sharedKey     bool // a host's keyed callers share one key (drawVendorWords)
 	failFast      bool
 	budgetDefault bool
 	huge          bool // a huge backoff, with WithMaxElapsed(2s)
@@ -284,6 +285,7 @@ type simFaults struct {
 	ra          string         // the wait on 503s, in seconds
 	raKind      int            // which header says it: Retry-After, retry-after-ms, RateLimit, X-RateLimit-*, x-amz-retry-after, RateLimit on two lines, RateLimit-Reset as a Unix time, Anthropic's reset, GitHub's 403
 	shouldRetry string         // x-should-retry on every answer, if not ""
+	shouldName  string         // the header that says it: X-Should-Retry, or Stripe's
 	outageOnly  bool
 	// failOnce: every request's first attempt fails and nothing else
 	// does (a test's fake that fails once, a bad backend behind a
@@ -453,6 +455,7 @@ func drawSim(seed uint64) *simulation {
 	s.drawOwners(rand.New(rand.NewPCG(seed, seed^0x27d4eb2f)))
 	s.drawBodies(rand.New(rand.NewPCG(seed, seed^0x85ebca6b)))
 	s.drawQuotaWindow(rand.New(rand.NewPCG(seed, seed^0xc2b2ae35)))
+	s.drawVendorWords(rand.New(rand.NewPCG(seed, seed^0x9e3779b9)))
 	return s
 }
 
@@ -470,6 +473,23 @@ func (s *simulation) drawQuotaWindow(r *rand.Rand) {
 	f.policyQuota = []int64{1, int64(f.quota), 1_000_000_000}[r.IntN(3)]
 	f.policyOnce = r.IntN(2) == 0
 	s.desc = append(s.desc, fmt.Sprintf("wild-ratelimit-policy=q%d/w%d once=%v", f.policyQuota, f.policyWindow, f.policyOnce))
+}
+
+// drawVendorWords draws, on a stream of its own, the vendor that says
+// whether to retry (Stripe-Should-Retry read as x-should-retry is), and
+// keyed callers that share one key, as an application that re-submits a
+// keyed request does: a key seen again owns only its own request, and
+// every invariant holds for the host's other callers.
+func (s *simulation) drawVendorWords(r *rand.Rand) {
+	s.faults.shouldName = "X-Should-Retry"
+	if s.faults.shouldRetry != "" && r.IntN(2) == 0 {
+		s.faults.shouldName = "Stripe-Should-Retry"
+		s.desc = append(s.desc, "should-retry-header=stripe")
+	}
+	if r.IntN(4) == 0 {
+		s.sharedKey = true
+		s.desc = append(s.desc, "shared-key")
+	}
 }
 
 // drawBodies draws, on a stream of its own, a base that closes request
@@ -816,7 +836,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.mu.Unlock()
 	h := http.Header{}
 	if f.shouldRetry != "" {
-		h.Set("X-Should-Retry", f.shouldRetry)
+		h.Set(f.shouldName, f.shouldRetry)
 	}
 	code := 200
 	if down {
@@ -1082,7 +1102,11 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 		req.Header.Set("X-Safe", "1")
 	}
 	if c.keyed {
-		req.Header.Set(HeaderIdempotencyKey, "key-"+c.id)
+		key := "key-" + c.id
+		if s.sharedKey {
+			key = "key-" + c.host // one key for a host's keyed callers
+		}
+		req.Header.Set(HeaderIdempotencyKey, key)
 	}
 	if c.sdk {
 		req.Header.Set("Amz-Sdk-Request", "attempt=2; max=3")
@@ -1424,6 +1448,9 @@ func (s *simulation) checkBounds(tr *Transport, c simCaller, o simOutcome, sent 
 func (s *simulation) mustSucceed(c simCaller, limit int, declared bool) bool {
 	f := &s.faults
 	retryable := (c.method == "GET" || c.keyed || declared) && !c.unsafe
+	// A keyed caller whose key another sends too is, as far as retryhttp
+	// can tell, a layer above's retry: its schedule is the layer's.
+	retryable = retryable && !(c.keyed && s.sharedKey)
 	return f.failOnce && limit-s.hedge >= 2 && retryable && !(c.streamed && s.noBuffer) &&
 		c.deadline == 0 && !(c.op && s.op.elapsed > 0) && !s.huge &&
 		s.noBudget && !s.failFast && !s.final503 && f.shouldRetry != "false" &&
