@@ -17,6 +17,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/internal/ratelimit"
+	"github.com/retryhttp/retryhttp/internal/recent"
 	"github.com/retryhttp/retryhttp/internal/replay"
 	"github.com/retryhttp/retryhttp/internal/rotation"
 )
@@ -32,9 +33,15 @@ type call struct {
 	keyed      bool
 	replayable bool
 	sent       sentTrace
-	t          admission.Ticket // its admission state; its host is not known with no budget, breaker, hedging or pacer
+	t          admission.Ticket // its admission: First, Done, Retry and Hedge
+	ctxEnd     time.Time        // its context's deadline, zero if none
+	elapsedEnd time.Time        // when WithMaxElapsed ends it, zero if never
+	owned      bool             // a layer above owns its schedule (layered.go)
+	repeat     bool             // it is itself a layer above's retry
+	failing    bool             // its host was failing as its last attempt failed (Done)
+	hedgeAfter time.Duration    // with hedging: the host's latency after which a copy may go (First)
+	latency    time.Duration    // a hedged first attempt's winning copy's own latency, for Done
 	lastDelay  time.Duration    // the wait before the attempt in flight
-	span       time.Duration    // how long after its first failure a retry of it may be held (its share of the schedule)
 	hookEnd    func(AttemptEnd) // the attempt hook's end of the attempt in flight
 	tried      *rotation.Tried  // the addresses its attempts went to, with WithAddressRotation
 }
@@ -56,32 +63,27 @@ type result struct {
 }
 
 // newCall prepares req for its attempts: it injects the idempotency key,
-// decides how the body is replayed, and enters the host's admission state
-// (the first attempt is counted in the budget). It returns the first
-// attempt's body.
+// decides how the body is replayed, and whether a layer above retries
+// it. It returns the first attempt's body.
 func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	*k = call{c: c, req: req, ctx: req.Context()}
-	k.t.Ctx = k.ctx
-	k.t.CtxEnd, _ = k.ctx.Deadline()
+	k.ctxEnd, _ = k.ctx.Deadline()
 	if c.maxElapsed > 0 {
-		k.t.MaxElapsedEnd = time.Now().Add(c.maxElapsed)
+		k.elapsedEnd = time.Now().Add(c.maxElapsed)
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
 	c.metrics.request(method)
-	if c.gate != nil {
-		c.gate.Enter(&k.t, req.URL.Scheme, req.URL.Host)
-	}
 	k.key(method)
 	k.detectLayered()
-	if !k.t.Repeat && c.layers.failed.Again(req, method, admission.UnixSecond) {
+	if !k.repeat && c.layers.failed.Again(req, method, recent.Second) {
 		// Counted once: a retry a layer above marked is not also a repeat.
 		k.layered(layerRepeat)
 	}
-	if !k.t.Owned {
-		k.t.Owned = k.ownedAbove()
+	if !k.owned {
+		k.owned = c.layers.owners.Own(req.URL.Host, recent.Second)
 	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
@@ -121,20 +123,15 @@ func (k *call) key(method string) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if k.t.Holds() {
-		// A panic in the base must not leave the host waiting for a
-		// probe that never ends, or a slot or quota that is never given back.
-		defer func() {
-			if p := recover(); p != nil {
-				k.c.gate.Abandon(&k.t)
-				panic(p)
-			}
-		}()
-	}
-	if k.c.gate != nil {
-		k.c.gate.Sending(&k.t, n)
-	}
-	if n == 1 && k.c.gate != nil && k.c.hedge != nil {
+	// A panic in the base must not leave the host waiting for a probe
+	// that never ends, or a slot or quota that is never given back.
+	defer func() {
+		if p := recover(); p != nil {
+			k.t.Done(admission.Outcome{Panicked: true})
+			panic(p)
+		}
+	}()
+	if n == 1 && k.c.hedge != nil {
 		return k.hedged(body)
 	}
 	a := k.prepare(k.ctx, false, n, body, false)
@@ -190,9 +187,9 @@ func (k *call) retryableStatus(code int) bool {
 // admission state, once.
 func (k *call) record(r *result) {
 	k.c.metrics.attempt(r.outcome)
-	if k.c.gate != nil {
-		k.c.gate.Record(&k.t, r.told())
-	}
+	o := r.told()
+	o.Latency = k.latency
+	k.failing = k.t.Done(o)
 }
 
 // prepared is an attempt ready to go: its request, its per-attempt
@@ -323,7 +320,7 @@ func (k *call) attemptHeader(n int) http.Header {
 // the per-attempt timeout, at an attempt's start, if either is set.
 func (k *call) timeLeft() (time.Duration, bool) {
 	left, ok := k.c.perAttemptTimeout, k.c.perAttemptTimeout > 0
-	if dl := k.t.CtxEnd; !dl.IsZero() {
+	if dl := k.ctxEnd; !dl.IsZero() {
 		if d := time.Until(dl); !ok || d < left {
 			left, ok = d, true
 		}
@@ -408,7 +405,7 @@ func (k *call) neverSent(err error) bool {
 // from GetBody, on the failure path only, once the attempt's is closed.
 func (k *call) lengthMismatch() bool {
 	cl := k.req.ContentLength
-	if k.body.open == nil || cl <= 0 || k.body.open.Wait(k.ctx, k.t.End()) != nil {
+	if k.body.open == nil || cl <= 0 || k.body.open.Wait(k.ctx, k.end()) != nil {
 		// Not GetBody's, or one attempt (nothing to retry, and its body
 		// is not counted), or its body is still open.
 		return false

@@ -313,11 +313,20 @@ func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable 
 // body may wait for the last body's close: the request's end (its
 // context's deadline or WithMaxElapsed) less delay; zero if it has none.
 func (k *call) bodyEnd(delay time.Duration) time.Time {
-	end := k.t.End()
+	end := k.end()
 	if end.IsZero() {
 		return end
 	}
 	return end.Add(-delay)
+}
+
+// end is when the request must have ended: the sooner of its context's
+// deadline and WithMaxElapsed's end, zero if neither.
+func (k *call) end() time.Time {
+	if k.ctxEnd.IsZero() || (!k.elapsedEnd.IsZero() && k.elapsedEnd.Before(k.ctxEnd)) {
+		return k.elapsedEnd
+	}
+	return k.ctxEnd
 }
 
 // bodyFailed is why a retry whose body could not be had gives up: the
@@ -328,7 +337,7 @@ func (k *call) bodyFailed(err error) GiveUpReason {
 	switch {
 	case !errors.Is(err, replay.ErrLate):
 		return GiveUpBody
-	case !k.t.MaxElapsedEnd.IsZero() && k.t.MaxElapsedEnd.Equal(k.t.End()):
+	case !k.elapsedEnd.IsZero() && k.elapsedEnd.Equal(k.end()):
 		return GiveUpMaxElapsed
 	}
 	return GiveUpDeadline

@@ -23,9 +23,9 @@ func hostOf(tr *Transport, h string) admission.View { return tr.c.gate.View(h) }
 func trip(tr *Transport, h string) {
 	for range resolveBreaker(*tr.c.breaker, tr.c.schedule).Threshold {
 		time.Sleep(2 * time.Millisecond)
-		t := admission.Ticket{Ctx: context.Background()}
-		tr.c.gate.Enter(&t, "http", h)
-		tr.c.gate.Record(&t, admission.Outcome{Failed: true})
+		var t admission.Ticket
+		t.First(tr.c.gate, admission.Request{Ctx: context.Background(), Scheme: "http", Host: h})
+		t.Done(admission.Outcome{Failed: true})
 	}
 }
 

@@ -72,6 +72,7 @@ type config struct {
 	limit             *admission.Limit // WithConcurrencyLimit, or nil
 	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
 	held              *memPool         // the memory that waiting retries' kept responses may hold
+	keepLast          bool             // a waiting retry keeps its last response (held, when it gives up after its wait)
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -169,9 +170,10 @@ func (c *config) build() error {
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
-	if s := c.settings(); s.On() {
-		c.gate = admission.New(s)
-	}
+	c.gate = admission.New(c.settings())
+	// A retry that the breaker or a pacer may give up after its wait
+	// keeps its last response through the wait, to return it then.
+	c.keepLast = c.breaker != nil || c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
 	c.operationConfigs()
 	return nil
 }

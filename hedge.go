@@ -118,7 +118,7 @@ func (k *call) hedgeDelay() (time.Duration, bool) {
 	c, cfg := k.c, k.c.hedge
 	delay := cfg.Delay
 	if delay == 0 {
-		delay = k.t.Latencies().Percentile(cfg.Percentile)
+		delay = k.hedgeAfter
 	}
 	return delay, delay > 0 && c.maxAttempts >= 2 && k.replayable && (k.body.mode == bodyNone || k.body.mode == bodyGetBody)
 }
@@ -154,7 +154,7 @@ func (h *hedging) dropLast(k *call) {
 // it go.
 func (h *hedging) another(k *call) bool {
 	c := k.c
-	if h.extra >= c.hedge.MaxExtra || k.body.open.Busy() || !c.gate.MayHedge(&k.t) {
+	if h.extra >= c.hedge.MaxExtra || k.body.open.Busy() || !k.t.Hedge() {
 		// A body still being sent is a slow upload, which a copy would
 		// not speed up; and GetBody may rewind the reader it is sent from.
 		return false
@@ -169,18 +169,13 @@ func (h *hedging) another(k *call) bool {
 	return true
 }
 
-// unhedged sends a first attempt that is not hedged, and records its
-// latency if it succeeds.
+// unhedged sends a first attempt that is not hedged (its latency, if it
+// succeeds, is admission's to record: Done).
 func (k *call) unhedged(body io.ReadCloser) result {
-	start := time.Now()
 	a := k.prepare(k.ctx, false, 1, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
-	r := k.classify(resp, err, timedOut)
-	if r.err == nil && !r.retryable {
-		k.t.Latencies().Record(time.Since(start))
-	}
-	return r
+	return k.classify(resp, err, timedOut)
 }
 
 // hedging is the copies of one hedged attempt.
@@ -222,8 +217,8 @@ func (h *hedging) keep(k *call, win copyResult, r result) result {
 	k.hookEnd = win.a.end
 	if r.err == nil && !r.retryable {
 		// The winner's own latency, not the request's: a hedge's wait
-		// before it was sent is no latency of the host's.
-		k.t.Latencies().Record(win.took)
+		// before it was sent is no latency of the host's (Done records it).
+		k.latency = win.took
 		if win.idx > 0 {
 			k.c.metrics.hedgeWon()
 		}

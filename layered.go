@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/internal/recent"
 	"github.com/retryhttp/retryhttp/internal/rotation"
 )
@@ -130,6 +129,7 @@ type layers struct {
 	warned [numLayers]atomic.Bool
 	keys   recent.Keys
 	failed recent.Failures
+	owners recent.Owners // the hosts a layer above retried lately: it owns every request to them for a minute
 }
 
 // detectLayered looks at a request for the marks of a retry made above.
@@ -145,7 +145,7 @@ func (k *call) detectLayered() {
 		case attempt > 1:
 			k.layered(layerAWS)
 		case most > 1:
-			k.t.Owned = true // its first try, of a schedule the SDK says is its own
+			k.owned = true // its first try, of a schedule the SDK says is its own
 		}
 	}
 	if retried(h["X-Stainless-Retry-Count"]) {
@@ -185,21 +185,13 @@ func (k *call) detectSeenAgain(h http.Header) {
 		if key == "" {
 			key = h.Get(headerXIdempotencyKey)
 		}
-		if key != "" && k.c.layers.keys.Seen(host+" "+key, admission.UnixSecond()) {
+		if key != "" && k.c.layers.keys.Seen(host+" "+key, recent.Second()) {
 			k.layered(layerKey)
 		}
 	}
-	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.Seen(host+" azure "+v[0], admission.UnixSecond()) {
+	if v := h["X-Ms-Client-Request-Id"]; len(v) > 0 && v[0] != "" && k.c.layers.keys.Seen(host+" azure "+v[0], recent.Second()) {
 		k.layered(layerAzure)
 	}
-}
-
-// ownedAbove reports whether a layer above retried a request to the
-// host of k within the last minute: it owns this one's schedule too. A
-// host that no layer above has retried costs one atomic load.
-func (k *call) ownedAbove() bool {
-	at := k.t.RetriedAbove()
-	return at != 0 && admission.UnixSecond()-at <= ownerFor
 }
 
 // awsAttempt reads an amz-sdk-request value ("attempt=2; max=3"): the
@@ -223,12 +215,8 @@ func (k *call) failedAgain() {
 	if method == "" {
 		method = http.MethodGet
 	}
-	k.c.layers.failed.Record(k.req, method, admission.UnixSecond())
+	k.c.layers.failed.Record(k.req, method, recent.Second())
 }
-
-// ownerFor is how long after a layer above last retried a request to a
-// host it owns the schedule of every request to it (seconds).
-const ownerFor = 60
 
 // layered notes a request that is a layer above's retry, from source:
 // it is counted and warned of once per source. One that the layer says
@@ -248,10 +236,10 @@ func (k *call) layered(source int) {
 	switch source {
 	case layerRepeat:
 	case layerKey:
-		k.t.Repeat, k.t.Owned = true, true
+		k.repeat, k.owned = true, true
 	default:
-		k.t.Repeat, k.t.Owned = true, true
-		k.t.NoteRetriedAbove(admission.UnixSecond())
+		k.repeat, k.owned = true, true
+		c.layers.owners.Note(k.req.URL.Host, recent.Second())
 	}
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {

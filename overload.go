@@ -230,9 +230,6 @@ func WithConcurrencyLimit(min, max int) Option {
 	})
 }
 
-// reasonOf is admission's answer with its reason as a GiveUpReason.
-func reasonOf(r admission.Reason, err error) (GiveUpReason, error) { return GiveUpReason(r), err }
-
 // settings are what c's options turn on in admission.
 func (c *config) settings() admission.Settings {
 	s := admission.Settings{Hedge: c.hedge != nil, Throttle: c.throttle, Rate: c.rate, Quota: c.quota, Limit: c.limit,
@@ -243,9 +240,9 @@ func (c *config) settings() admission.Settings {
 	if c.breaker != nil {
 		b := resolveBreaker(*c.breaker, c.schedule)
 		s.Breaker = &admission.Breaker{Threshold: b.Threshold, ProbeBackoff: b.ProbeBackoff, ProbeTimeout: b.ProbeTimeout,
-			MaxHold: b.MaxHold, FailFast: b.FailFast}
+			MaxHold: b.MaxHold, FailFast: b.FailFast, Schedule: c.schedule}
 	}
-	if gs := c.metrics.gauges(); gs != nil && s.Paced() {
+	if gs := c.metrics.gauges(); gs != nil {
 		for i := range s.Gauges {
 			if g := gs.g[i]; g != nil {
 				s.Gauges[i] = g

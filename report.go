@@ -52,7 +52,7 @@ func (k *call) report(e *event) {
 		k.failedAgain()
 		if c.logger != nil {
 			level := slog.LevelWarn
-			if k.t.Owned {
+			if k.owned {
 				level = slog.LevelInfo // the layer above owns the outcome, and says so once (layered.go)
 			}
 			c.logger.LogAttrs(k.ctx, level, "retryhttp: giving up", k.logAttrs(e.attempt, e.delay, e.r.outcome, e.reason)...)
@@ -72,7 +72,7 @@ func (k *call) finish(e *event) (*http.Response, error) {
 		return e.r.resp, nil
 	}
 	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
-		above: e.reason == GiveUpAttempts && k.t.Owned}
+		above: e.reason == GiveUpAttempts && k.owned}
 }
 
 // refusal is the error of a request that admission refused before its

@@ -10,8 +10,6 @@
 package retryhttp
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,12 +116,17 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 // run sends the request's attempts until one of them, or admission, ends
 // it, and says how: the event that is reported once.
 func (k *call) run(body io.ReadCloser) event {
-	if k.t.Known() {
-		if reason, err := reasonOf(k.c.gate.AdmitFirst(&k.t)); reason != "" || err != nil {
-			closeBody(body)
-			return refused(reason, err)
-		}
+	var hedge float64
+	if k.c.hedge != nil {
+		hedge = k.c.hedge.Percentile
 	}
+	after, reason, err := k.t.First(k.c.gate, admission.Request{Ctx: k.ctx, Scheme: k.req.URL.Scheme, Host: k.req.URL.Host,
+		CtxEnd: k.ctxEnd, MaxElapsedEnd: k.elapsedEnd, Owned: k.owned, Repeat: k.repeat, Hedge: hedge})
+	if reason != "" || err != nil {
+		closeBody(body)
+		return refused(GiveUpReason(reason), err)
+	}
+	k.hedgeAfter = after
 	var prev time.Duration
 	for attempt := 1; ; attempt++ {
 		r := k.attempt(attempt, body)
@@ -149,36 +152,45 @@ func refused(reason GiveUpReason, err error) event {
 	return event{kind: evGiveUp, reason: reason, r: result{err: refusal(reason, err)}}
 }
 
-// retry takes attempt n's failure worth retrying (r) through the ladder,
-// admission and the wait: it returns the next attempt's body and the
-// Backoff's own last value (not Retry-After's), or how the request ends.
+// retry takes attempt n's failure worth retrying (r) through the ladder
+// and admission, which owns the wait: it returns the next attempt's body
+// and the Backoff's own last value (not Retry-After's), or how the
+// request ends.
 func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.Duration, event, bool) {
 	f := k.facts(n, r, prev)
 	v := decide(f)
 	var next io.ReadCloser
-	var adm admission.Next
 	if v.giveUp == "" {
-		next, adm, v = k.acquire(v, r)
+		var err error
+		if next, err = k.body.next(k.ctx, k.req, k.bodyEnd(v.delay)); err != nil {
+			v = verdict{k.bodyFailed(err), 0}
+		}
 	}
 	if v.giveUp != "" {
 		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: v.giveUp, delay: v.delay}, true
 	}
 	decided := time.Now()
 	shown := *r // what the hook is told of the attempt, once its wait ends
-	if reason, err := k.wait(adm, v.delay, f.serverWait(), r); reason != "" || err != nil {
-		// The wait gave up (reason), with the last response, or the
-		// context ended it (err): the hook is told of attempt n as it was
-		// before the wait (shown), or with the give-up.
+	waited := false
+	a := k.t.Retry(admission.Wait{Delay: v.delay, Server: f.serverWait(), Free: r.notSent, Keep: func() {
+		waited = true
+		k.keep(r)
+	}})
+	if a.Reason != "" || a.Err != nil {
+		// Refused at once (not waited), with the last response; or the
+		// wait gave up, with what it kept of it; or the context ended it
+		// (the hook is told of attempt n as it was before the wait).
 		closeBody(next)
-		if k.t.Known() { // what admission gave it back: its charge, its probe
-			k.c.gate.Refund(&k.t)
-			k.c.gate.Abandon(&k.t)
-		}
-		if err != nil {
+		reason := GiveUpReason(a.Reason)
+		if a.Err != nil && (reason == "" || r.resp == nil) {
 			if r.resp != nil {
 				r.resp.Body.Close() // kept for a give-up that did not come
 			}
-			return nil, 0, event{kind: evEnd, attempt: n, r: shown, err: err, end: decided}, true
+			return nil, 0, event{kind: evEnd, attempt: n, r: shown, err: a.Err, end: decided}, true
+		}
+		r.err = gaveUpWith(r, reason)
+		if !waited {
+			return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: reason, delay: v.delay}, true
 		}
 		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}, true
 	}
@@ -186,11 +198,41 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 		r.resp.Body.Close() // the kept response, not needed now
 	}
 	k.lastDelay = v.delay
-	if adm == admission.NextHold || k.t.WasHeld {
+	if a.Held {
 		k.lastDelay = time.Since(decided) // a hold's wait is what it took
 	}
 	k.report(&event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
 	return next, f.backoff, event{}, false
+}
+
+// keep keeps the last response of a retry that is about to wait, if the
+// breaker or a pacer may make it give up after its wait (in memory, up
+// to its share of the kept bodies' bound); otherwise it is drained now,
+// and the connection reused during the wait.
+func (k *call) keep(r *result) {
+	switch {
+	case r.resp == nil:
+	case k.c.keepLast:
+		detach(r.resp, k.c.held)
+	default:
+		discard(r.resp)
+		r.resp = nil
+	}
+}
+
+// gaveUpWith is the error a retry that admission gave up for reason ends
+// with: the breaker's, FailFast's or a pacer's refusal (none if it has
+// the last response).
+func gaveUpWith(r *result, reason GiveUpReason) error {
+	switch reason {
+	case GiveUpBreaker:
+		return noResponse(r, ErrBreakerHold)
+	case GiveUpCircuitOpen:
+		return noResponse(r, ErrCircuitOpen)
+	case GiveUpThrottled, GiveUpRate, GiveUpQuota, GiveUpLimit:
+		return noResponse(r, errRefused)
+	}
+	return r.err
 }
 
 // facts gathers what decide needs about attempt n's result.
@@ -206,17 +248,14 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 		f.backoff = c.backoff.Delay(n, prev)
 	}
 	now := time.Now()
-	if n == 1 {
-		k.t.FirstFail = now
-	}
 	if r.resp != nil {
 		f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now)
 		f.raSpread = spread(f.retryAfter)
 	}
-	if dl := k.t.CtxEnd; !dl.IsZero() {
+	if dl := k.ctxEnd; !dl.IsZero() {
 		f.untilDL, f.hasDL = dl.Sub(now), true
 	}
-	if me := k.t.MaxElapsedEnd; !me.IsZero() {
+	if me := k.elapsedEnd; !me.IsZero() {
 		f.untilME, f.hasME = me.Sub(now), true
 	}
 	return f
@@ -227,131 +266,12 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 // failure inside the layer's try), one while the host is failing.
 func (k *call) maxAttempts() int {
 	switch {
-	case !k.t.Owned:
+	case !k.owned:
 		return k.c.maxAttempts
-	case k.t.Failing():
+	case k.failing:
 		return 1
 	}
 	return min(k.c.maxAttempts, 2)
-}
-
-// acquire takes the two rungs of the ladder that act: it fetches the next
-// attempt's body, then asks admission (internal/admission), which may charge the
-// budget. A retry that admission refuses gives up now, without a wait.
-func (k *call) acquire(v verdict, r *result) (io.ReadCloser, admission.Next, verdict) {
-	next, err := k.body.next(k.ctx, k.req, k.bodyEnd(v.delay))
-	if err != nil {
-		return nil, admission.NextWait, verdict{k.bodyFailed(err), 0}
-	}
-	if !k.t.Known() {
-		return next, admission.NextWait, v
-	}
-	adm, why := k.c.gate.AdmitRetry(&k.t, r.notSent)
-	reason := GiveUpReason(why)
-	if reason != "" {
-		closeBody(next)
-		if reason == GiveUpCircuitOpen {
-			r.err = noResponse(r, ErrCircuitOpen)
-		}
-		return nil, admission.NextWait, verdict{reason, v.delay}
-	}
-	return next, adm, v
-}
-
-// wait waits before the next attempt: for its delay, then past the
-// breaker; or held by the breaker from the start. A held retry never goes
-// before the server's Retry-After (ra), and its backoff counts no further
-// than the end of its schedule (its hold limit). It keeps r's response
-// only if the retry may be held or refused by a pacer, and give up after
-// its wait. Then the pacers are asked: one that refuses gives up with the
-// last response, or errRefused; so does a retry whose deadline comes while
-// it waits for them (a slot of the limit, a turn), like any other.
-func (k *call) wait(adm admission.Next, delay, ra time.Duration, r *result) (GiveUpReason, error) {
-	g := k.c.gate
-	switch {
-	case r.resp == nil:
-	case g != nil && (g.HasBreaker() || g.Paced()):
-		detach(r.resp, k.c.held)
-	default:
-		discard(r.resp)
-		r.resp = nil
-	}
-	reason, err := k.waitOrHold(adm, delay, ra)
-	switch {
-	case reason == GiveUpBreaker:
-		r.err = noResponse(r, ErrBreakerHold)
-	case reason == GiveUpCircuitOpen:
-		r.err = noResponse(r, ErrCircuitOpen)
-	case reason != "" || err != nil || g == nil || !g.Paced():
-	default:
-		reason, err = reasonOf(g.Pace(&k.t))
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) && r.resp != nil:
-			return GiveUpDeadline, nil
-		case err != nil:
-			return "", err
-		case reason != "":
-			r.err = noResponse(r, errRefused)
-		}
-	}
-	return reason, err
-}
-
-// waitOrHold waits for delay, or holds the retry (adm), or holds it after
-// its wait if the breaker opened meanwhile (ra is the server's wait).
-func (k *call) waitOrHold(adm admission.Next, delay, ra time.Duration) (GiveUpReason, error) {
-	g := k.c.gate
-	now := time.Now()
-	if adm == admission.NextHold {
-		nb, limit := k.holdTimes(now, delay, ra)
-		return reasonOf(g.Hold(&k.t, nb, limit))
-	}
-	if err := sleep(k.ctx, delay); err != nil || !k.t.Known() {
-		return "", err
-	}
-	why, held := g.AfterWait(&k.t)
-	reason := GiveUpReason(why)
-	if !held { // the breaker did not open meanwhile
-		return reason, nil
-	}
-	nb, limit := k.holdTimes(time.Now(), 0, max(ra-time.Since(now), 0))
-	return reasonOf(g.Hold(&k.t, nb, limit))
-}
-
-// holdTimes are the earliest and the latest times a retry of this request
-// that waits delay, ra of it the server's, may go if held: the limit is
-// its backoff schedule from the first failure (a random 80% to 100% of it
-// while 4 or more are held)
-// (or MaxHold from now), but
-// no sooner than the server's wait ends, and no later than WithMaxElapsed
-// or the context deadline; it goes no sooner than its wait, cut to the
-// limit.
-func (k *call) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
-	if k.span == 0 {
-		// A crowd that failed together (a process's callers held in one
-		// instant) is held a random 80% to 100% of the schedule, drawn
-		// once per request, so that its callers do not all come back,
-		// and fail again, together; any other retry, the whole schedule.
-		k.span = k.c.schedule
-		if k.t.Crowd() {
-			k.span = uniform(k.c.schedule-k.c.schedule/5, k.c.schedule)
-		}
-	}
-	limit = k.t.FirstFail.Add(k.span)
-	if mh := k.c.gate.MaxHold(); mh > 0 {
-		limit = now.Add(mh)
-	}
-	if server := now.Add(ra); limit.Before(server) {
-		limit = server
-	}
-	notBefore = now.Add(delay)
-	if limit.Before(notBefore) {
-		notBefore = limit
-	}
-	if end := k.t.End(); !end.IsZero() && end.Before(limit) {
-		limit = end
-	}
-	return notBefore, limit
 }
 
 // noResponse is the error a request that gives up without a response ends
@@ -364,19 +284,4 @@ func noResponse(r *result, err error) error {
 		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
 	}
 	return err
-}
-
-// sleep waits for d, or until ctx ends, and then returns ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -32,9 +32,9 @@ type controller interface {
 	// breaker's queue keeps it until it may go) or refuse, with a
 	// reason. A kind that is not its to judge is sent.
 	admit(a ask) verdictOf
-	// undo gives back what admit took for an attempt that is not sent,
+	// giveBack gives back what admit took for an attempt that is not sent,
 	// its place in a line included, at.
-	undo(t permit, at time.Time)
+	giveBack(t permit, at time.Time)
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
 	observe(o seen) change
@@ -112,14 +112,40 @@ type permit struct {
 	probe      uint64  // the breaker made it the probe with this ticket
 	lent       bool    // a recovery lent it beyond the budget's share (owed until answered)
 	paced      uint8   // bit i: the controller at place i of the list took something
-	took       bool    // to undo: this controller took something
-	waiter     *waiter // to undo: its place in this controller's line, left as it gives up waiting
+	took       bool    // to give back: this controller took something
+	waiter     *waiter // to give back: its place in this controller's line, left as it gives up waiting
 }
 
 // with is t and what u took too.
 func (t permit) with(u permit) permit {
 	return permit{charged: t.charged || u.charged, chargedSec: max(t.chargedSec, u.chargedSec),
 		probe: max(t.probe, u.probe), lent: t.lent || u.lent, paced: t.paced | u.paced}
+}
+
+// charge is t's part that is the budget's: its charge, and what a loan's
+// retry owes.
+func (t permit) charge() permit {
+	return permit{charged: t.charged, chargedSec: t.chargedSec, lent: t.lent}
+}
+
+// pacedOnly is t but its budget's part: what a retry that may have
+// reached the host gives back.
+func (t permit) pacedOnly() permit {
+	t.charged, t.chargedSec, t.lent = false, 0, false
+	return t
+}
+
+// without is t less what u gives back of it: the budget's part, the
+// probe, the pacers' parts.
+func (t permit) without(u permit) permit {
+	if u.charged || u.lent {
+		t.charged, t.chargedSec, t.lent = false, 0, false
+	}
+	if u.probe != 0 {
+		t.probe = 0
+	}
+	t.paced &^= u.paced
+	return t
 }
 
 // of is t as the controller at place i of the list is told it.
@@ -175,10 +201,12 @@ type seen struct {
 	at       time.Time   // the breaker: when it ended, if it is told
 }
 
-// An Outcome is how an attempt ended, as its Transport tells the Gate.
+// An Outcome is how an attempt ended, as its Transport tells Done.
 type Outcome struct {
-	Answered bool // the host did its job: no error, nothing worth retrying
-	Failed   bool // a failure worth retrying that reached the host, or a refused connection
+	Answered bool          // the host did its job: no error, nothing worth retrying
+	Failed   bool          // a failure worth retrying that reached the host, or a refused connection
+	Panicked bool          // its base panicked: nothing is known
+	Latency  time.Duration // a hedged first attempt's winning copy's own latency; 0: since First
 	// For the pacers:
 	Sent     bool        // it reached the host, or may have, and was not canceled
 	Canceled bool        // its caller canceled it

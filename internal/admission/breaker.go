@@ -178,8 +178,8 @@ func (cb *circuit) admit(a ask) verdictOf {
 	return refuse(ReasonCircuitOpen)
 }
 
-// undo gives back a probe claimed for an attempt that was not sent.
-func (cb *circuit) undo(t permit, now time.Time) {
+// giveBack gives back a probe claimed for an attempt that was not sent.
+func (cb *circuit) giveBack(t permit, now time.Time) {
 	if t.probe != 0 {
 		cb.mu.Lock()
 		cb.ended(t.probe, now)

@@ -87,7 +87,7 @@ func TestCircuitFailFastProbes(t *testing.T) {
 	if w := cb.admit(ask{kind: kindFirst, at: tAt(101)}); w.act != actRefuse {
 		t.Errorf("a second probe at once: %v, want refused (one at a time)", w.act)
 	}
-	cb.undo(permit{probe: v.probe}, tAt(102)) // not sent after all: another may go
+	cb.giveBack(permit{probe: v.probe}, tAt(102)) // not sent after all: another may go
 	if w := cb.admit(ask{kind: kindFirst, at: tAt(103)}); w.act != actSend || w.probe == 0 {
 		t.Errorf("after the probe was given back: %v, want the next probe", w.act)
 	}

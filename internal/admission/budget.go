@@ -234,9 +234,9 @@ func (c *budgetCtl) lend(sec int64) {
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
-// undo gives back the charge of a retry that is not sent; one that a
+// giveBack gives back the charge of a retry that is not sent; one that a
 // recovery lent owes nothing.
-func (c *budgetCtl) undo(t permit, _ time.Time) {
+func (c *budgetCtl) giveBack(t permit, _ time.Time) {
 	if t.charged {
 		c.b.refund(&c.e.v, t.chargedSec)
 	}

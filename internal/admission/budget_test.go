@@ -191,7 +191,7 @@ func TestBudgetLoanAnswered(t *testing.T) {
 	if got := c.e.v.owed.Load(); got != 20 {
 		t.Errorf("%d first attempts owed after a lent retry failed, want 20 still", got)
 	}
-	c.undo(permit{charged: true, chargedSec: sec, lent: true}, time.Time{}) // the third, never sent
+	c.giveBack(permit{charged: true, chargedSec: sec, lent: true}, time.Time{}) // the third, never sent
 	if got := c.e.v.owed.Load(); got != 10 {
 		t.Errorf("%d first attempts owed after a lent retry was not sent, want 10", got)
 	}

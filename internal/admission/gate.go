@@ -6,6 +6,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -65,7 +66,7 @@ type hostState struct {
 	buf    [6]controller // ctls' array: the list costs no allocation
 	bud    budgetCtl     // with a budget
 	cb     circuit       // with a breaker
-	lat    *Latencies    // recent latencies, with hedging only
+	lat    *latencies    // recent latencies, with hedging only
 	host   string        // the canonical host, for breaker events
 	above  atomic.Int64  // the Unix second a layer above last retried a request to this host
 	// evMu orders the reports of this host's breaker transitions: taken
@@ -104,8 +105,8 @@ var controllers = [...]struct {
 	}},
 }
 
-// Paced reports whether any pacer is on.
-func (s *Settings) Paced() bool {
+// paced reports whether any pacer is on.
+func (s *Settings) paced() bool {
 	for _, x := range controllers {
 		if x.pacer && x.on(s) {
 			return true
@@ -114,17 +115,21 @@ func (s *Settings) Paced() bool {
 	return false
 }
 
-// On reports whether s turns anything of admission on.
-func (s *Settings) On() bool {
-	return s.Budget != nil || s.Breaker != nil || s.Hedge || s.Paced()
+// on reports whether s turns anything of admission on.
+func (s *Settings) on() bool {
+	return s.Budget != nil || s.Breaker != nil || s.Hedge || s.paced()
 }
 
-// New is the Gate of a Transport with settings s.
+// New is the Gate of a Transport with settings s; nil if they turn
+// nothing on.
 func New(s Settings) *Gate {
+	if !s.on() {
+		return nil
+	}
 	if s.Notify == nil {
 		s.Notify = func(context.Context, string, bool, int) {}
 	}
-	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.Paced()}
+	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.paced()}
 	g.hosts.init = func(key string, h *hostState) {
 		h.host = key
 		h.ctls = h.buf[:0]
@@ -134,7 +139,7 @@ func New(s Settings) *Gate {
 			}
 		}
 		if g.s.Hedge {
-			h.lat = new(Latencies)
+			h.lat = new(latencies)
 		}
 	}
 	g.hosts.evictable = func(h *hostState) bool {
@@ -148,19 +153,8 @@ func New(s Settings) *Gate {
 	return g
 }
 
-// Paced reports whether any pacer is on.
-func (g *Gate) Paced() bool { return g.paced }
-
-// MaxHold is the breaker's MaxHold, 0 if the breaker is off.
-func (g *Gate) MaxHold() time.Duration {
-	if g.breaker == nil {
-		return 0
-	}
-	return g.breaker.MaxHold
-}
-
-// Enter finds the request's host and notes when its first attempt starts.
-func (g *Gate) Enter(t *Ticket, scheme, host string) {
+// enter finds the request's host and notes when its first attempt starts.
+func (g *Gate) enter(t *Ticket, scheme, host string) {
 	var buf [maxHostKey]byte
 	key, kb := canonicalHost(scheme, host, &buf)
 	t.start = mono()
@@ -168,14 +162,11 @@ func (g *Gate) Enter(t *Ticket, scheme, host string) {
 	t.hs = g.hosts.getKey(key, kb, t.sec)
 }
 
-// AdmitFirst asks the controllers for a first attempt: the budget counts
-// it, only FailFast refuses one, while the host's breaker is open, and
-// the pacers may make it wait or refuse it. It returns why the attempt may
-// not go, or the context's error if it ended while the attempt waited for
-// a pacer.
-func (g *Gate) AdmitFirst(t *Ticket) (Reason, error) {
+// admitFirst asks the controllers for a first attempt (First): repeat,
+// a layer above's retry, is charged as one.
+func (g *Gate) admitFirst(t *Ticket, repeat bool) (Reason, error) {
 	hs := t.hs
-	if t.Repeat {
+	if repeat {
 		g.chargeRepeat(t)
 	}
 	if !g.paced && !hs.cb.opened() {
@@ -219,45 +210,45 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
 	held := false
 	for i, c := range t.hs.ctls {
-		v, err := t.ask(c, a)
+		v, err := t.asked(c, a)
 		t.p = t.p.with(v.permit)
 		if v.took {
 			t.p.paced |= 1 << i
 		}
 		switch {
 		case v.act == actRefuse:
-			t.cancel()
+			t.giveBack(t.p)
 			return v, err
 		case v.act == actHold:
 			held = true
 		}
 	}
 	if held {
-		t.cancel()
+		t.giveBack(t.p)
 		return hold, nil
 	}
 	return send, nil
 }
 
-// ask asks c about an attempt, and asks it again after each wait it
+// asked is c's answer about an attempt, asked again after each wait it
 // asks for: at a time, or when its line moves. A wait that ends with the
 // context leaves the line, and refuses with the context's error.
-func (t *Ticket) ask(c controller, a ask) (verdictOf, error) {
+func (t *Ticket) asked(c controller, a ask) (verdictOf, error) {
 	began := a.now
 	for turn := 0; ; turn++ {
 		v := c.admit(a)
 		if v.act != actWait {
 			return v, nil
 		}
-		err := await(t.Ctx, v.wake, nil, v.wait)
+		err := await(t.ctx, v.wake, nil, v.wait)
 		if err == nil && turn == maxWaitTurns {
 			err = errTooManyWaits
 		}
-		if dl := t.CtxEnd; err == nil && !dl.IsZero() && !time.Now().Before(dl) {
+		if dl := t.ctxEnd; err == nil && !dl.IsZero() && !time.Now().Before(dl) {
 			err = context.DeadlineExceeded // the deadline, met first by the wait's own timer
 		}
 		if err != nil {
-			c.undo(permit{waiter: v.waiter}, time.Time{})
+			c.giveBack(permit{waiter: v.waiter}, time.Time{})
 			return refuse(callersEnd(v.reason, err)), err
 		}
 		a.at = time.Now()
@@ -283,18 +274,6 @@ func callersEnd(reason Reason, err error) Reason {
 	return reason
 }
 
-// cancel gives back the permit of an attempt that is not sent: whatever
-// the controllers took for it.
-func (t *Ticket) cancel() {
-	if t.hs != nil && t.p != (permit{}) {
-		now := time.Now()
-		for i, c := range t.hs.ctls {
-			c.undo(t.p.of(i), now)
-		}
-	}
-	t.p = permit{}
-}
-
 // done tells each controller how the attempt of the permit ended (o),
 // with what it took for it, and reports the transition one made; the
 // permit is used.
@@ -310,28 +289,17 @@ func (t *Ticket) done(o seen) (ch change) {
 	return ch
 }
 
-// Sending notes attempt n, about to go: when it started, and whether it
-// is a retry (or a probe), whose failure shows that retries fail too.
-func (g *Gate) Sending(t *Ticket, n int) {
-	if n > 1 {
-		t.start = mono()
-	}
-	t.retry = n > 1 || t.p.probe != 0
-}
-
-// Record takes an attempt's result into the host's health and tells the
+// record takes an attempt's result into the host's health and tells the
 // controllers, once, with what its permit took: the permit is used. A
 // failure of an attempt that started before an answer from the host is
-// stale: it changes nothing.
-func (g *Gate) Record(t *Ticket, r Outcome) {
+// stale: it changes nothing. It reports whether the host is failing,
+// after a failure.
+func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	hs := t.hs
-	if hs == nil {
-		return
-	}
 	o := g.seenOf(t, r)
 	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && hs.cb.quiet() {
 		t.p = permit{}
-		return // the success path: an answer from a host with nothing held tells the controllers nothing
+		return false // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
 	if o.at.IsZero() {
 		o.at = timeAt(o.now) // the breaker's time, which the success path does not need
@@ -343,6 +311,7 @@ func (g *Gate) Record(t *Ticket, r Outcome) {
 	if ch.opened || ch.closed {
 		g.report(t)
 	}
+	return !o.answered && hs.health.failing(o.now)
 }
 
 // seenOf takes an attempt's result into the host's health, and says what
@@ -361,6 +330,9 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 		t.answer = time.Duration(o.rtt)
 	}
 	switch {
+	case r.Answered && hs.lat != nil && !t.retry:
+		hs.lat.record(cmp.Or(r.Latency, time.Duration(o.rtt)))
+		fallthrough
 	case r.Answered:
 		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
 		hs.health.answer(t.start, o.now)
@@ -414,7 +386,7 @@ func (g *Gate) report(t *Ticket) {
 			if open {
 				score = int(hs.health.level())
 			}
-			g.s.Notify(t.Ctx, hs.host, open, score)
+			g.s.Notify(t.ctx, hs.host, open, score)
 		}
 	}
 }
@@ -432,14 +404,3 @@ func (g *Gate) scoreCap() int32 {
 	}
 	return failingAfter
 }
-
-// Abandon gives back the permit of an attempt whose base panicked: all
-// but its budget charge (and what a loan's retry owes), for it may have
-// reached the host.
-func (g *Gate) Abandon(t *Ticket) {
-	t.p.charged, t.p.lent = false, false
-	t.cancel()
-}
-
-// HasBreaker reports whether the breaker is on.
-func (g *Gate) HasBreaker() bool { return g.breaker != nil }

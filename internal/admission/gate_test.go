@@ -34,7 +34,7 @@ var (
 
 // heldCall is a request to host "h" whose retry is about to be held.
 func heldCall(g *Gate, ctx context.Context) *Ticket {
-	return &Ticket{Ctx: ctx, hs: g.hosts.get("h")}
+	return &Ticket{ctx: ctx, hs: g.hosts.get("h")}
 }
 
 // feed records attempts to hs as the pattern says (F: failed in a way
@@ -48,7 +48,7 @@ func feed(g *Gate, hs *hostState, pattern string) {
 		if ch == 'F' {
 			o = failed
 		}
-		g.Record(k, o)
+		g.record(k, o)
 	}
 }
 
@@ -67,7 +67,7 @@ func heldK(g *Gate, ctx context.Context, limit time.Time) (string, *Ticket) {
 }
 
 func heldHow(g *Gate, k *Ticket, limit time.Time) string {
-	reason, err := g.Hold(k, time.Now(), limit)
+	reason, err := g.hold(k, time.Now(), limit)
 	switch {
 	case err != nil:
 		return err.Error()
@@ -122,13 +122,13 @@ func TestBreakerNeedsFailuresOverTime(t *testing.T) {
 		h := g.hosts.get("h")
 		k := &Ticket{hs: h}
 		for range 50 {
-			g.Record(k, failed)
+			g.record(k, failed)
 		}
 		if h.cb.isOpen.Load() {
 			t.Fatal("50 failures in one instant opened the breaker")
 		}
 		time.Sleep(minFailingSpan)
-		g.Record(k, failed)
+		g.record(k, failed)
 		if !h.cb.isOpen.Load() {
 			t.Fatal("failures over 10ms did not open the breaker")
 		}
@@ -207,7 +207,7 @@ func TestBreakerFailedProbe(t *testing.T) {
 			t.Fatalf("probe %s after %v, want the probe 50ms after the breaker opened", got, time.Since(start))
 		}
 		probe.start = mono()
-		g.Record(probe, failed) // the probe failed
+		g.record(probe, failed) // the probe failed
 		go func() {
 			time.Sleep(30 * time.Millisecond)
 			feed(g, h, "F") // a first attempt failed at 32ms: the next probe waits 50ms from there
@@ -250,9 +250,8 @@ func TestBreakerHoldBounded(t *testing.T) {
 			h := g.hosts.get("h")
 			trip(g, h)
 			if tt.retryFailed {
-				k := &Ticket{hs: h}
-				g.Sending(k, 2)
-				g.Record(k, failed)
+				k := &Ticket{g: g, hs: h, retry: true}
+				g.record(k, failed)
 			}
 			if tt.hung {
 				if got := held(g, context.Background(), time.Now().Add(time.Hour)); got != "probe" {
@@ -265,9 +264,8 @@ func TestBreakerHoldBounded(t *testing.T) {
 			}
 			go func() {
 				time.Sleep(10 * time.Millisecond)
-				k := &Ticket{hs: h}
-				g.Sending(k, tt.attempt) // sent while a retry is held
-				g.Record(k, failed)
+				k := &Ticket{g: g, hs: h, retry: tt.attempt > 1}
+				g.record(k, failed) // sent while a retry is held
 			}()
 			start := time.Now()
 			if got := held(g, context.Background(), time.Now().Add(30*time.Millisecond)); got != tt.want || time.Since(start) != 30*time.Millisecond {
@@ -307,7 +305,7 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 				limit := time.Now().Add(time.Hour)
 				for {
 					k := heldCall(g, ctx)
-					reason, err := g.Hold(k, time.Now(), limit)
+					reason, err := g.hold(k, time.Now(), limit)
 					if err != nil || reason != "" || k.p.probe == 0 {
 						return
 					}
@@ -322,7 +320,7 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		const cycles = 50
 		for range cycles {
-			g.Record(k, failed) // the probe failed
+			g.record(k, failed) // the probe failed
 			time.Sleep(10 * time.Millisecond)
 			synctest.Wait()
 			k = <-probes // the next one went
@@ -331,7 +329,7 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 		if per := float64(after.Mallocs-before.Mallocs) / cycles; per > 50 {
 			t.Errorf("%.0f allocations per probe cycle with %d retries held, want O(1)", per, held)
 		}
-		g.Record(k, answered)
+		g.record(k, answered)
 		cancel()
 		wg.Wait()
 	})
@@ -363,9 +361,8 @@ func TestFailFastBeforeThePacers(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		began := time.Now()
-		tk := &Ticket{Ctx: ctx}
-		g.Enter(tk, "http", "h")
-		if reason, err := g.AdmitFirst(tk); time.Since(began) > 0 || reason != ReasonCircuitOpen {
+		var tk Ticket
+		if _, reason, err := tk.First(g, Request{Ctx: ctx, Scheme: "http", Host: "h"}); time.Since(began) > 0 || reason != ReasonCircuitOpen {
 			t.Errorf("FailFast with the breaker open: %q, %v after %v, want circuit_open at once", reason, err, time.Since(began))
 		}
 	})
@@ -382,9 +379,8 @@ func TestQuotaWaitsAddUpToMaxWait(t *testing.T) {
 			obs: now, window: int64(1500 * time.Millisecond), limit: 1, foreign: 1e-6})
 		q.mu.Unlock()
 		began := time.Now()
-		tk := &Ticket{Ctx: context.Background()}
-		g.Enter(tk, "http", "h")
-		reason, err := g.AdmitFirst(tk)
+		var tk Ticket
+		_, reason, err := tk.First(g, Request{Ctx: context.Background(), Scheme: "http", Host: "h"})
 		if took := time.Since(began); took > 2*time.Second+200*time.Millisecond {
 			t.Errorf("quota pacing, maxWait 2s: waited %v, then %q, %v", took, reason, err)
 		}

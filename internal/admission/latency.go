@@ -14,10 +14,10 @@ import (
 // means anything.
 const minSamples = 20
 
-// Latencies are a host's recent latencies of successful first attempts: a
+// latencies are a host's recent latencies of successful first attempts: a
 // histogram of 4 buckets per doubling from 1µs, halved every 1,024
 // samples so that it follows the host.
-type Latencies struct {
+type latencies struct {
 	counts [160]atomic.Uint32
 	total  atomic.Uint32
 }
@@ -39,7 +39,7 @@ func bucketTop(i int) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-func (l *Latencies) Record(d time.Duration) {
+func (l *latencies) record(d time.Duration) {
 	l.counts[latencyBucket(d)].Add(1)
 	if l.total.Add(1) >= 1024 {
 		l.total.Store(0)
@@ -54,8 +54,8 @@ func (l *Latencies) Record(d time.Duration) {
 	}
 }
 
-// Percentile returns the p-th percentile, or 0 with too few samples.
-func (l *Latencies) Percentile(p float64) time.Duration {
+// percentile returns the p-th percentile, or 0 with too few samples.
+func (l *latencies) percentile(p float64) time.Duration {
 	var n uint32
 	for i := range l.counts {
 		n += l.counts[i].Load()

@@ -117,10 +117,10 @@ func (l *limiter) wait(a ask, w *waiter) verdictOf {
 // cap is the whole number of slots; mu is held.
 func (l *limiter) cap() int { return max(int(l.limit), 1) }
 
-// undo gives back a slot taken for an attempt that is not sent, and the
+// giveBack gives back a slot taken for an attempt that is not sent, and the
 // place in line of one that gave up waiting (its slot, if it was granted
 // one as it gave up).
-func (l *limiter) undo(t permit, _ time.Time) {
+func (l *limiter) giveBack(t permit, _ time.Time) {
 	if t.took || t.waiter != nil {
 		l.mu.Lock()
 		if t.took {

@@ -89,7 +89,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		sec.arrivals++
 		sec.limitSum += l.limit
 		if v := l.admit(ask{kind: kindFirst, now: base + int64(now)}); v.act != actSend {
-			l.undo(permit{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
+			l.giveBack(permit{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
 			sec.refused++
 			continue
 		}
@@ -171,7 +171,7 @@ func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, boo
 	if d > 0 {
 		a.deadline = a.now + int64(d)
 	}
-	v, err := (&Ticket{Ctx: ctx}).ask(c, a)
+	v, err := (&Ticket{ctx: ctx}).asked(c, a)
 	return v.permit, v.act == actSend, err
 }
 
@@ -188,7 +188,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	if v := l.admit(ask{}); v.act != actWait || v.waiter == nil {
 		t.Fatalf("over the limit: %+v, want to wait in line", v)
 	} else {
-		l.undo(permit{waiter: v.waiter}, time.Time{}) // and it leaves the line
+		l.giveBack(permit{waiter: v.waiter}, time.Time{}) // and it leaves the line
 	}
 	var order []int
 	var mu sync.Mutex

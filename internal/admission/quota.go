@@ -173,7 +173,7 @@ func (p *quotaPart) left(now int64) float64 {
 	return left
 }
 
-func (q *quota) undo(t permit, _ time.Time) {
+func (q *quota) giveBack(t permit, _ time.Time) {
 	if t.took {
 		q.mu.Lock()
 		q.inflight--

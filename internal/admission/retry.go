@@ -7,29 +7,69 @@ package admission
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"time"
 )
 
-// Next is what becomes of a retry that the ladder allows.
-type Next uint8
+// A Wait is what Retry is told of a retry that the ladder allows.
+type Wait struct {
+	Delay  time.Duration // the ladder's wait before it
+	Server time.Duration // of Delay, the server's own (Retry-After): a hold never cuts it
+	Free   bool          // the failed attempt never reached the server: the retry is not charged
+	// Keep, if set, is called once the retry is to wait or be held, not
+	// when it is refused at once: the caller keeps what it returns if the
+	// retry gives up after its wait.
+	Keep func()
+}
 
-const (
-	NextWait Next = iota // wait for the delay, then send
-	NextHold             // hold until it may go, or its limit
-)
+// An Answer is what became of a retry: it goes now (Reason and Err
+// empty), or gives up (Reason), or its context ended its wait (Err; with
+// ReasonDeadline if its deadline came while a pacer made it wait).
+type Answer struct {
+	Reason Reason
+	Err    error
+	Held   bool // the breaker held it: its wait was what it took
+}
 
-// AdmitRetry asks the controllers for a retry that the ladder (decide.go)
+// Retry takes a retry that the ladder allows through admission, which
+// owns its wait: charged to the budget (unless it is free) and sent after
+// its delay; held by the breaker until the host answers or its hold's
+// limit; refused at once; or, its wait over, paced. Whatever a retry that
+// does not go took is given back.
+func (t *Ticket) Retry(w Wait) Answer {
+	if t.hs == nil {
+		if w.Keep != nil {
+			w.Keep()
+		}
+		return Answer{Err: sleep(t.ctx, w.Delay)}
+	}
+	g := t.g
+	held, reason := g.admitRetry(t, w.Free)
+	if reason != "" {
+		return Answer{Reason: reason}
+	}
+	if w.Keep != nil {
+		w.Keep()
+	}
+	a := t.wait(held, w.Delay, w.Server)
+	if a.Reason != "" || a.Err != nil {
+		t.giveBack(t.p) // its charge, its probe
+		return a
+	}
+	t.start, t.retry = mono(), true
+	return a
+}
+
+// admitRetry asks the controllers for a retry that the ladder (decide.go)
 // allows: it waits and goes (charged to the budget, unless it never
 // reached the server), is held, or gives up now, without a wait.
-func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
+func (g *Gate) admitRetry(t *Ticket, free bool) (held bool, reason Reason) {
 	hs := t.hs
-	if hs == nil {
-		return NextWait, ""
-	}
 	a := t.question(kindRetry)
 	m := a.now
-	if !t.Owned && hs.health.outage(m) && g.mayHold(hs, m) {
-		return NextHold, "" // the host serves no one: wait for it, uncharged
+	if !t.owned && hs.health.outage(m) && g.mayHold(hs, m) {
+		return true, "" // the host serves no one: wait for it, uncharged
 	}
 	a.free = free
 	v, _ := g.admit(t, a) // no controller asks a retry to wait before its own wait
@@ -37,12 +77,98 @@ func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
 	case actRefuse:
 		return g.refused(t, v.reason, m)
 	case actHold:
-		if g.breaker == nil || t.Owned {
-			return NextWait, ReasonBudget // no queue to hold it in, or one a layer above owns: never held
+		if g.breaker == nil || t.owned {
+			return false, ReasonBudget // no queue to hold it in, or one a layer above owns: never held
 		}
-		return NextHold, ""
+		return true, ""
 	}
-	return NextWait, ""
+	return false, ""
+}
+
+// wait waits before the retry: for its delay, then past the breaker; or
+// held by the breaker from the start. A held retry never goes before the
+// server's wait (ra). Then the pacers are asked: one that refuses gives
+// up, and so does a retry whose deadline comes while it waits for them.
+func (t *Ticket) wait(held bool, delay, ra time.Duration) Answer {
+	g := t.g
+	var a Answer
+	if !held {
+		began := time.Now()
+		if a.Err = sleep(t.ctx, delay); a.Err != nil {
+			return a
+		}
+		a.Reason, held = g.afterWait(t)
+		ra = max(ra-time.Since(began), 0)
+		delay = 0
+	}
+	if held { // from the start, or the breaker opened meanwhile
+		nb, limit := t.holdTimes(time.Now(), delay, ra)
+		a.Reason, a.Err = g.hold(t, nb, limit)
+		a.Held = true
+	}
+	if a.Reason != "" || a.Err != nil || !g.paced {
+		return a
+	}
+	v, err := g.admit(t, t.question(kindSend))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		a.Reason, a.Err = ReasonDeadline, err
+	case err != nil:
+		a.Err = err
+	default:
+		a.Reason = v.reason
+	}
+	return a
+}
+
+// holdTimes are the earliest and the latest times a retry of t's request
+// that waits delay, ra of it the server's, may go if held: the limit is
+// its backoff schedule from the first failure (a random 80% to 100% of it
+// while 4 or more are held), or MaxHold from now; but no sooner than the
+// server's wait ends, and no later than WithMaxElapsed or the context
+// deadline. It goes no sooner than its wait, cut to the limit.
+func (t *Ticket) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, limit time.Time) {
+	b := t.g.breaker
+	if t.span == 0 {
+		// A crowd that failed together (a process's callers held in one
+		// instant) is held a random 80% to 100% of the schedule, drawn
+		// once per request, so that its callers do not all come back,
+		// and fail again, together; any other retry, the whole schedule.
+		t.span = b.Schedule
+		if t.hs.cb.crowd(t.firstFail) {
+			t.span -= time.Duration(rand.Int64N(int64(b.Schedule/5) + 1))
+		}
+	}
+	limit = t.firstFail.Add(t.span)
+	if b.MaxHold > 0 {
+		limit = now.Add(b.MaxHold)
+	}
+	if server := now.Add(ra); limit.Before(server) {
+		limit = server
+	}
+	notBefore = now.Add(delay)
+	if limit.Before(notBefore) {
+		notBefore = limit
+	}
+	if end := t.end(); !end.IsZero() && end.Before(limit) {
+		limit = end
+	}
+	return notBefore, limit
+}
+
+// sleep waits for d, or until ctx ends, and then returns ctx.Err().
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // refused is what becomes of a retry that a controller refused for
@@ -52,13 +178,13 @@ func (g *Gate) AdmitRetry(t *Ticket, free bool) (Next, Reason) {
 // recovery is under way: then it is held, to go with the host's next
 // answer, charged then. In an overload, whose answers come among its
 // refusals, it gives up at once.
-func (g *Gate) refused(t *Ticket, reason Reason, m int64) (Next, Reason) {
+func (g *Gate) refused(t *Ticket, reason Reason, m int64) (held bool, _ Reason) {
 	hs := t.hs
 	h := &hs.health
-	if reason == ReasonBudget && !t.Owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
-		return NextHold, ""
+	if reason == ReasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+		return true, ""
 	}
-	return NextWait, reason
+	return false, reason
 }
 
 // mayHold reports whether a retry to hs may be held at m for the host's
@@ -78,12 +204,12 @@ func (g *Gate) mayHold(hs *hostState, m int64) bool {
 	return hs.bud.room(secondOf(m))
 }
 
-// AfterWait passes a retry whose wait has ended: if the breaker opened
-// meanwhile, it is to be held (held: the caller holds it, g.hold), or,
-// with FailFast, it goes only as the probe.
-func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
+// afterWait passes a retry whose wait has ended: if the breaker opened
+// meanwhile, it is to be held (held), or, with FailFast, it goes only as
+// the probe.
+func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 	hs := t.hs
-	if hs == nil || g.breaker == nil || t.p.probe != 0 {
+	if g.breaker == nil || t.p.probe != 0 {
 		return "", false
 	}
 	if !hs.cb.opened() {
@@ -91,14 +217,14 @@ func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
 			return "", false
 		}
 	}
-	if t.Owned {
-		g.Refund(t)
+	if t.owned {
+		t.giveBack(t.p.charge())
 		return ReasonCircuitOpen, false // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(t.question(kindProbe))
 		if v.act == actRefuse {
-			g.Refund(t)
+			t.giveBack(t.p.charge())
 			return v.reason, false
 		}
 		t.p.probe = v.probe
@@ -107,16 +233,15 @@ func (g *Gate) AfterWait(t *Ticket) (reason Reason, held bool) {
 	return "", true
 }
 
-// Hold holds a retry in the breaker's queue until it may go (charged to
+// hold holds a retry in the breaker's queue until it may go (charged to
 // the budget as it leaves), or gives up: at its limit (ReasonBreaker, or
 // ReasonMaxElapsed past WithMaxElapsed), when due as the probe with its
 // deadline nearer than the host's usual answer (ReasonBreaker), or when
 // the budget has no room for it as it leaves (ReasonBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
-func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
+func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 	hs := t.hs
-	g.Refund(t)
-	t.WasHeld = true
+	t.giveBack(t.p.charge())
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
 		end, ticket, err := awaitHold(t, notBefore, limit)
 		now := time.Now()
@@ -125,8 +250,8 @@ func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 			return ReasonBreaker, nil // the deadline is the limit: give up with the last response
 		case err != nil:
 			return "", err
-		case !t.MaxElapsedEnd.IsZero() && !now.Before(t.MaxElapsedEnd):
-			hs.cb.undo(permit{probe: ticket}, now)
+		case !t.elapsed.IsZero() && !now.Before(t.elapsed):
+			hs.cb.giveBack(permit{probe: ticket}, now)
 			return ReasonMaxElapsed, nil
 		case end == holdGiveUp:
 			return ReasonBreaker, nil
@@ -141,8 +266,8 @@ func (g *Gate) Hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 // awaitHold holds t's retry in its host's circuit until its hold ends
 // (see circuit.turn), or t's context ends: then with its error.
 func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
-	ctx, cb := t.Ctx, &t.hs.cb
-	w := cb.enter(&holder{failed: t.FirstFail, notBefore: notBefore, limit: limit, deadline: t.CtxEnd, answer: t.answer}, time.Now())
+	ctx, cb := t.ctx, &t.hs.cb
+	w := cb.enter(&holder{failed: t.firstFail, notBefore: notBefore, limit: limit, deadline: t.ctxEnd, answer: t.answer}, time.Now())
 	for range maxHoldTurns { // each turn waits for an event or a timer
 		now := time.Now()
 		end, ticket, done, next, changed := cb.turn(w, now)
@@ -186,7 +311,7 @@ func (g *Gate) tell(t *Ticket, end holdEnd, lent bool) {
 	case end == holdReleased && g.s.OnRelease != nil:
 		g.s.OnRelease(t.hs.host, lent)
 	case end == holdProbe && g.s.OnProbe != nil:
-		g.s.OnProbe(t.Ctx, t.hs.host)
+		g.s.OnProbe(t.ctx, t.hs.host)
 	}
 }
 
@@ -219,34 +344,6 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	return v, false
 }
 
-// MayHedge asks for a hedge: none while the host's breaker is open or
-// retries are held; each one spends the budget, and a pacer that would
-// take a turn, quota or slot for it refuses it (a copy takes none).
-func (g *Gate) MayHedge(t *Ticket) bool {
-	hs := t.hs
-	if hs.cb.opened() || hs.cb.holding() > 0 {
-		return false
-	}
-	a := t.question(kindHedge)
-	for i, c := range hs.ctls {
-		if v := c.admit(a); v.act != actSend {
-			for _, d := range hs.ctls[:i] {
-				d.undo(permit{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
-			}
-			return false
-		}
-	}
-	return true
-}
-
-// Refund gives back the charge of a retry that was never sent.
-func (g *Gate) Refund(t *Ticket) {
-	if t.p.charged && t.hs != nil && g.budget != nil {
-		t.hs.bud.undo(permit{charged: true, chargedSec: t.p.chargedSec, lent: t.p.lent}, time.Time{})
-	}
-	t.p.charged, t.p.chargedSec, t.p.lent = false, 0, false
-}
-
 // await waits for a change, a wake, d (none if d < 0), or the end of
 // ctx.
 func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) error {
@@ -264,12 +361,4 @@ func await(ctx context.Context, changed, wake <-chan struct{}, d time.Duration) 
 		return ctx.Err()
 	}
 	return nil
-}
-
-// Pace asks the pacers whether a retry, its wait over, goes now: "" when
-// it may, once every wait asked for has passed; otherwise why not, or the
-// context's error if it ended during a wait.
-func (g *Gate) Pace(t *Ticket) (Reason, error) {
-	v, err := g.admit(t, t.question(kindSend))
-	return v.reason, err
 }

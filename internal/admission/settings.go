@@ -15,10 +15,11 @@ const (
 	ReasonRate        Reason = "rate"         // the static rate: the token would come too late
 	ReasonQuota       Reason = "quota"        // quota pacing: the wait for the reset would be too long
 	ReasonLimit       Reason = "limit"        // the concurrency limit: no slot within the deadline, or its queue is full
+	ReasonDeadline    Reason = "deadline"     // the context's deadline came while a pacer made a retry wait
 )
 
 // Reasons are admission's reasons, every one.
-var Reasons = [...]Reason{ReasonMaxElapsed, ReasonBudget, ReasonBreaker, ReasonCircuitOpen, ReasonThrottled, ReasonRate, ReasonQuota, ReasonLimit}
+var Reasons = [...]Reason{ReasonMaxElapsed, ReasonBudget, ReasonBreaker, ReasonCircuitOpen, ReasonThrottled, ReasonRate, ReasonQuota, ReasonLimit, ReasonDeadline}
 
 // A Delayer spaces probes: the public Backoff.
 type Delayer interface {
@@ -34,4 +35,7 @@ type Breaker struct {
 	ProbeTimeout time.Duration
 	MaxHold      time.Duration
 	FailFast     bool
+	// Schedule is how long after its request's first failure a held
+	// retry may be held at most: the backoff's schedule.
+	Schedule time.Duration
 }

@@ -119,9 +119,9 @@ func (s *staticRate) moved() {
 	}
 }
 
-// undo gives back a turn taken for an attempt that is not sent, and the
+// giveBack gives back a turn taken for an attempt that is not sent, and the
 // place in line of one that gave up waiting.
-func (s *staticRate) undo(t permit, _ time.Time) {
+func (s *staticRate) giveBack(t permit, _ time.Time) {
 	if t.took || t.waiter != nil {
 		s.mu.Lock()
 		if t.took {

@@ -136,7 +136,7 @@ func (t *throttle) admit(a ask) verdictOf {
 	return send
 }
 
-func (t *throttle) undo(permit, time.Time) {}
+func (t *throttle) giveBack(permit, time.Time) {}
 
 // observe counts a first attempt as a request, as it ends (counted as it
 // was sent, one still in flight would look refused), and any attempt the

@@ -1,5 +1,7 @@
-// This file holds the Ticket, one request's admission state, and what
-// the Transport may ask of it.
+// This file holds the Ticket, one request's admission, and three of the
+// four calls the Transport makes on it: First before its first attempt,
+// Done as each attempt ends, and Hedge before a hedged copy (Retry, the
+// fourth, is retry.go's).
 
 package admission
 
@@ -8,24 +10,99 @@ import (
 	"time"
 )
 
-// A Ticket is one request's admission state: what the Gate's methods are
-// given, in place of the request. The caller sets Ctx, its ends
-// (CtxEnd, MaxElapsedEnd: read once, they answer every question of the
-// time left), FirstFail, Owned and Repeat; the rest is the Gate's.
+// A Ticket is one request's admission state. Its zero value is ready for
+// First; the Transport asks it nothing else, and reads nothing of it but
+// what its four calls return.
 type Ticket struct {
-	Ctx           context.Context // the request's
-	CtxEnd        time.Time       // its context's deadline, zero if none
-	MaxElapsedEnd time.Time       // when WithMaxElapsed ends it, zero if never
-	FirstFail     time.Time       // when its first attempt failed
-	Owned         bool            // a layer above owns its schedule: none of its retries is held
-	Repeat        bool            // it is itself a layer above's retry: charged as one
-	WasHeld       bool            // a retry of it was held
-	hs            *hostState      // the host's admission state
-	p             permit          // the permit of the attempt to come, or in flight: what the controllers took for it
-	start         int64           // mono: when the attempt in flight started
-	sec           int64           // the Unix second the request began in
-	retry         bool            // the attempt in flight is a retry or a probe
-	answer        time.Duration   // how long its last answered attempt took, whatever the status; 0 if none
+	g         *Gate
+	hs        *hostState // the host's admission state; nil without a Gate
+	ctx       context.Context
+	ctxEnd    time.Time     // its context's deadline, zero if none
+	elapsed   time.Time     // when WithMaxElapsed ends it, zero if never
+	firstFail time.Time     // when its first attempt failed
+	span      time.Duration // how long after firstFail a retry of it may be held; 0 until drawn
+	owned     bool          // a layer above owns its schedule: none of its retries is held
+	p         permit        // the permit of the attempt to come, or in flight: what the controllers took for it
+	start     int64         // mono: when the attempt in flight started
+	sec       int64         // the Unix second the request began in
+	retry     bool          // the attempt in flight is a retry or a probe
+	answer    time.Duration // how long its last answered attempt took, whatever the status; 0 if none
+}
+
+// A Request is what First is told of a request.
+type Request struct {
+	Ctx           context.Context
+	Scheme, Host  string
+	CtxEnd        time.Time // its context's deadline, zero if none
+	MaxElapsedEnd time.Time // when WithMaxElapsed ends it, zero if never
+	Owned         bool      // a layer above owns its schedule: a retry of it is never held
+	Repeat        bool      // it is itself a layer above's retry: charged to the budget as one
+	// Hedge, with hedging, is the percentile of the host's recent
+	// latencies after which a copy may go, which First returns.
+	Hedge float64
+}
+
+// First admits r's first attempt through g (none: nothing to ask). The
+// budget counts it; only FailFast refuses one, while the host's breaker
+// is open, and the pacers may make it wait or refuse it. It returns why
+// the attempt may not go, or the context's error if it ended while the
+// attempt waited for a pacer; and, with r.Hedge, the host's latency after
+// which a hedged copy may go (0: none known yet).
+func (t *Ticket) First(g *Gate, r Request) (hedgeAfter time.Duration, reason Reason, err error) {
+	*t = Ticket{g: g, ctx: r.Ctx, ctxEnd: r.CtxEnd, elapsed: r.MaxElapsedEnd, owned: r.Owned}
+	if g == nil {
+		return 0, "", nil
+	}
+	g.enter(t, r.Scheme, r.Host)
+	if reason, err = g.admitFirst(t, r.Repeat); reason != "" || err != nil {
+		return 0, reason, err
+	}
+	if r.Hedge > 0 && t.hs.lat != nil {
+		hedgeAfter = t.hs.lat.percentile(r.Hedge)
+	}
+	return hedgeAfter, "", nil
+}
+
+// Done takes how the attempt in flight ended into the host's health and
+// tells the controllers, once, with what its permit took. It reports
+// whether the host is failing, after a failure (false after an answer).
+// An attempt whose base panicked (o.Panicked) tells nothing: what it took
+// is given back, all but its budget charge, for it may have reached the
+// host.
+func (t *Ticket) Done(o Outcome) (failing bool) {
+	if t.hs == nil {
+		return false
+	}
+	if o.Panicked {
+		t.giveBack(t.p.pacedOnly())
+		return false
+	}
+	failing = t.g.record(t, o)
+	if !o.Answered && t.firstFail.IsZero() {
+		t.firstFail = time.Now()
+	}
+	return failing
+}
+
+// Hedge asks for a hedged copy of the first attempt: none while the
+// host's breaker is open or retries are held; each one spends the
+// budget, and a pacer that would take a turn, quota or slot for it
+// refuses it (a copy takes none).
+func (t *Ticket) Hedge() bool {
+	hs := t.hs
+	if hs == nil || hs.cb.opened() || hs.cb.holding() > 0 {
+		return false
+	}
+	a := t.question(kindHedge)
+	for i, c := range hs.ctls {
+		if v := c.admit(a); v.act != actSend {
+			for _, d := range hs.ctls[:i] {
+				d.giveBack(permit{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // question is a new question of kind kd about t's host, now: whether the
@@ -36,52 +113,29 @@ func (t *Ticket) question(kd kind) ask {
 	now := time.Now()
 	m := monoAt(now)
 	a := ask{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
-	if end := t.End(); !end.IsZero() {
+	if end := t.end(); !end.IsZero() {
 		a.deadline = m + max(int64(end.Sub(now)), 1)
 	}
 	return a
 }
 
-// End is when the request must have ended: the sooner of its context's
+// end is when the request must have ended: the sooner of its context's
 // deadline and WithMaxElapsed's end, zero if neither.
-func (t *Ticket) End() time.Time {
-	if t.CtxEnd.IsZero() || (!t.MaxElapsedEnd.IsZero() && t.MaxElapsedEnd.Before(t.CtxEnd)) {
-		return t.MaxElapsedEnd
+func (t *Ticket) end() time.Time {
+	if t.ctxEnd.IsZero() || (!t.elapsed.IsZero() && t.elapsed.Before(t.ctxEnd)) {
+		return t.elapsed
 	}
-	return t.CtxEnd
+	return t.ctxEnd
 }
 
-// Known reports whether t's host is known: Enter found it.
-func (t *Ticket) Known() bool { return t.hs != nil }
-
-// Holds reports whether the attempt in flight holds something a panic in
-// the base would leave taken: a probe, a pacer's slot, turn or quota
-// (Abandon gives them back).
-func (t *Ticket) Holds() bool { return t.p.probe != 0 || t.p.paced != 0 }
-
-// Failing reports whether t's host is failing now.
-func (t *Ticket) Failing() bool { return t.hs != nil && t.hs.health.failing(mono()) }
-
-// Crowd reports whether t's retry is one of a crowd held together: 4 or
-// more held whose requests first failed within 10ms of t's first failure.
-func (t *Ticket) Crowd() bool { return t.hs.cb.crowd(t.FirstFail) }
-
-// Latencies are t's host's recent latencies; nil without hedging.
-func (t *Ticket) Latencies() *Latencies { return t.hs.lat }
-
-// RetriedAbove is the Unix second a layer above last retried a request
-// to t's host, 0 if never or the host is not known.
-func (t *Ticket) RetriedAbove() int64 {
-	if t.hs == nil {
-		return 0
+// giveBack gives back p, what the controllers took for an attempt that is
+// not sent (or whose base panicked), and takes it out of t's permit.
+func (t *Ticket) giveBack(p permit) {
+	if t.hs != nil && p != (permit{}) {
+		now := time.Now()
+		for i, c := range t.hs.ctls {
+			c.giveBack(p.of(i), now)
+		}
 	}
-	return t.hs.above.Load()
-}
-
-// NoteRetriedAbove notes that a layer above retried a request to t's
-// host in Unix second sec.
-func (t *Ticket) NoteRetriedAbove(sec int64) {
-	if t.hs != nil {
-		t.hs.above.Store(sec)
-	}
+	t.p = t.p.without(p)
 }

@@ -1,14 +1,15 @@
 // Package recent remembers what a Transport saw lately, bounded whatever
 // the traffic: the idempotency keys of the last minute (Keys), and the
-// requests that ended on a failure worth retrying (Failures), so that a
-// layer above that retries can be seen doing it. Time is a Unix second,
-// given.
+// requests that ended on a failure worth retrying (Failures), and the
+// hosts a layer above retried lately (Owners), so that a layer above that
+// retries can be seen doing it. Time is a Unix second, given: Second's.
 package recent
 
 import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Failures remember the requests that ended, lately, on a failure
@@ -108,3 +109,58 @@ func (r *Keys) Seen(key string, sec int64) bool {
 	r.cur[key] = sec
 	return ok && sec-t < KeysFor
 }
+
+// Owners remember the hosts that a layer above retried a request to in
+// the last OwnFor seconds, each with the second it last did, in two
+// generations of at most MaxKeys each, like Keys.
+type Owners struct {
+	newest    atomic.Int64 // the second of the latest note: a host asked later than OwnFor after it takes no lock
+	mu        sync.Mutex
+	cur, prev map[string]int64
+	since     int64
+}
+
+// OwnFor is how long after a layer above last retried a request to a
+// host it owns the schedule of every request to it (seconds).
+const OwnFor = 60
+
+// Note remembers that a layer above retried a request to host in second
+// sec.
+func (r *Owners) Note(host string, sec int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == nil || sec-r.since >= OwnFor || len(r.cur) >= MaxKeys {
+		r.prev = r.cur
+		if sec-r.since >= 2*OwnFor {
+			r.prev = nil
+		}
+		r.cur, r.since = make(map[string]int64), sec
+	}
+	r.cur[host] = sec
+	r.newest.Store(sec)
+}
+
+// Own reports whether a layer above retried a request to host within the
+// last OwnFor seconds, now being second now(). Without a note that
+// recent, it costs one atomic load and no clock read.
+func (r *Owners) Own(host string, now func() int64) bool {
+	newest := r.newest.Load()
+	if newest == 0 {
+		return false
+	}
+	sec := now()
+	if sec-newest > OwnFor {
+		return false
+	}
+	r.mu.Lock()
+	at, ok := r.cur[host]
+	if !ok {
+		at, ok = r.prev[host]
+	}
+	r.mu.Unlock()
+	return ok && sec-at <= OwnFor
+}
+
+// Second is the Unix second now, the time the Transport gives this
+// package.
+func Second() int64 { return time.Now().Unix() }
