@@ -34,7 +34,7 @@ type verdict struct {
 }
 
 // decide runs the ladder of checks that need no action. Its last two rungs
-// act, and so run in the loop after it, in this order (acquire): the next
+// act, and so run in the loop after it, in this order (retry, transport.go): the next
 // body is fetched (GiveUpBody if GetBody fails), then the budget is asked
 // (GiveUpBudget), so that a body that cannot be had never spends the
 // budget, and the budget is spent only on a retry that will be made.

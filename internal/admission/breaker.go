@@ -175,7 +175,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 	if a.kind == kindFirst {
 		cb.refused++
 	}
-	return refuse(ReasonCircuitOpen)
+	return refuse(reasonCircuitOpen)
 }
 
 // giveBack gives back a probe claimed for an attempt that was not sent.

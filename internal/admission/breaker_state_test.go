@@ -77,7 +77,7 @@ func TestCircuitOpensAndClosesInOrder(t *testing.T) {
 func TestCircuitFailFastProbes(t *testing.T) {
 	cb := newCircuit(Breaker{FailFast: true, ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
-	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != ReasonCircuitOpen {
+	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != reasonCircuitOpen {
 		t.Fatalf("before the probe time: %v %q, want refused, circuit_open", v.act, v.reason)
 	}
 	v := cb.admit(ask{kind: kindFirst, at: tAt(100)})

@@ -173,7 +173,7 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 	if c.b.allow(h, a.sec, a.healthy) {
 		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
 	}
-	return refuse(ReasonBudget)
+	return refuse(reasonBudget)
 }
 
 // idle: the budget's entry is the shared Budget's, kept as long as it is

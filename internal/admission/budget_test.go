@@ -211,7 +211,7 @@ func TestBudgetHoldsNone(t *testing.T) {
 	var c budgetCtl
 	c.attach(share(0.1, 10), "h", unixSecond())
 	sec := unixSecond()
-	if v := c.admit(ask{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != ReasonBudget {
+	if v := c.admit(ask{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != reasonBudget {
 		t.Errorf("a retry that only the floor fits, on a failing host: %v (%s), want refused, budget", v.act, v.reason)
 	}
 	if v := c.admit(ask{kind: kindRetry, sec: sec, healthy: true}); v.act != actSend || !v.charged {

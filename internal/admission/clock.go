@@ -29,9 +29,3 @@ func secondOf(m int64) int64 { return (clockBase.UnixNano() + m - monoOffset) / 
 func unixSecond() int64 { return secondOf(mono()) }
 
 var clockBase = time.Now()
-
-// Mono is admission's monotonic clock, in nanoseconds.
-func Mono() int64 { return mono() }
-
-// UnixSecond is the Unix second now, by admission's clock.
-func UnixSecond() int64 { return unixSecond() }

@@ -26,7 +26,7 @@ type Settings struct {
 	Limit    *Limit   // nil: no concurrency limit
 	// Gauges show the throttle's, the quota's and the limit's state, in
 	// that order; nil: none.
-	Gauges [3]Gauge
+	Gauges [3]interface{ Set(float64) }
 	// Notify reports a breaker transition (metrics, a log record, the
 	// user's callback), OnRelease a held retry released and OnProbe one
 	// sent as the probe, with its request's context (the simulator's):
@@ -36,11 +36,8 @@ type Settings struct {
 	OnProbe   func(ctx context.Context, host string)
 }
 
-// A Gauge shows a pacer's state.
-type Gauge interface{ Set(float64) }
-
-// gauge is a pacer's Gauge, which may be none.
-type gauge struct{ g Gauge }
+// gauge is a pacer's gauge, which may be none.
+type gauge struct{ g interface{ Set(float64) } }
 
 func (g gauge) set(v float64) {
 	if g.g != nil {

@@ -362,7 +362,7 @@ func TestFailFastBeforeThePacers(t *testing.T) {
 		defer cancel()
 		began := time.Now()
 		var tk Ticket
-		if _, reason, err := tk.First(g, Request{Ctx: ctx, Scheme: "http", Host: "h"}); time.Since(began) > 0 || reason != ReasonCircuitOpen {
+		if _, reason, err := tk.First(g, Request{Ctx: ctx, Scheme: "http", Host: "h"}); time.Since(began) > 0 || reason != reasonCircuitOpen {
 			t.Errorf("FailFast with the breaker open: %q, %v after %v, want circuit_open at once", reason, err, time.Since(began))
 		}
 	})

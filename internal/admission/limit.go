@@ -76,7 +76,7 @@ func (l *limiter) init(cfg *Limit) {
 func (l *limiter) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(ReasonLimit) // a copy would hold no slot: none
+		return refuse(reasonLimit) // a copy would hold no slot: none
 	case !a.kind.sending():
 		return send
 	}
@@ -88,7 +88,7 @@ func (l *limiter) admit(a ask) verdictOf {
 		}
 		if a.deadline != 0 && a.now >= a.deadline {
 			l.leaveLocked(w)
-			return refuse(ReasonLimit)
+			return refuse(reasonLimit)
 		}
 		return l.wait(a, w)
 	}
@@ -97,7 +97,7 @@ func (l *limiter) admit(a ask) verdictOf {
 		l.inflight++
 		return verdictOf{act: actSend, permit: permit{took: true}}
 	case len(l.waiters) >= l.cfg.Max:
-		return refuse(ReasonLimit)
+		return refuse(reasonLimit)
 	}
 	w := newWaiter()
 	l.waiters = append(l.waiters, w)
@@ -107,7 +107,7 @@ func (l *limiter) admit(a ask) verdictOf {
 // wait is the verdict of w, in line: wait until it is granted a slot, or
 // until its deadline.
 func (l *limiter) wait(a ask, w *waiter) verdictOf {
-	v := verdictOf{act: actWait, reason: ReasonLimit, wake: w.wake, waiter: w, wait: -1}
+	v := verdictOf{act: actWait, reason: reasonLimit, wake: w.wake, waiter: w, wait: -1}
 	if a.deadline != 0 {
 		v.wait = time.Duration(a.deadline - a.now)
 	}

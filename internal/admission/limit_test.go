@@ -216,7 +216,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	if v := l.admit(ask{}); v.act != actRefuse || v.reason != ReasonLimit {
+	if v := l.admit(ask{}); v.act != actRefuse || v.reason != reasonLimit {
 		t.Errorf("with max waiting: %+v, want refused (limit)", v)
 	}
 	// A waiter whose deadline passes leaves the queue, with no slot.

@@ -91,7 +91,7 @@ func (q *quota) init(cfg *Quota) { q.cfg, q.parts, q.jitter = cfg, q.buf[:0], ra
 func (q *quota) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(ReasonQuota) // a copy would not be counted: none
+		return refuse(reasonQuota) // a copy would not be counted: none
 	case !a.kind.sending():
 		return send
 	}
@@ -99,9 +99,9 @@ func (q *quota) admit(a ask) verdictOf {
 	defer q.mu.Unlock()
 	if wait := q.due(a.now); wait > 0 {
 		if a.waited+time.Duration(wait) > q.cfg.MaxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= MaxQuotaTurns {
-			return refuse(ReasonQuota)
+			return refuse(reasonQuota)
 		}
-		return verdictOf{act: actWait, wait: time.Duration(wait), reason: ReasonQuota}
+		return verdictOf{act: actWait, wait: time.Duration(wait), reason: reasonQuota}
 	}
 	q.spend(a.now)
 	return tookIt

@@ -25,7 +25,7 @@ type Wait struct {
 
 // An Answer is what became of a retry: it goes now (Reason and Err
 // empty), or gives up (Reason), or its context ended its wait (Err; with
-// ReasonDeadline if its deadline came while a pacer made it wait).
+// reasonDeadline if its deadline came while a pacer made it wait).
 type Answer struct {
 	Reason Reason
 	Err    error
@@ -78,7 +78,7 @@ func (g *Gate) admitRetry(t *Ticket, free bool) (held bool, reason Reason) {
 		return g.refused(t, v.reason, m)
 	case actHold:
 		if g.breaker == nil || t.owned {
-			return false, ReasonBudget // no queue to hold it in, or one a layer above owns: never held
+			return false, reasonBudget // no queue to hold it in, or one a layer above owns: never held
 		}
 		return true, ""
 	}
@@ -112,7 +112,7 @@ func (t *Ticket) wait(held bool, delay, ra time.Duration) Answer {
 	v, err := g.admit(t, t.question(kindSend))
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		a.Reason, a.Err = ReasonDeadline, err
+		a.Reason, a.Err = reasonDeadline, err
 	case err != nil:
 		a.Err = err
 	default:
@@ -181,7 +181,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (g *Gate) refused(t *Ticket, reason Reason, m int64) (held bool, _ Reason) {
 	hs := t.hs
 	h := &hs.health
-	if reason == ReasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+	if reason == reasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
 		return true, ""
 	}
 	return false, reason
@@ -219,7 +219,7 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 	}
 	if t.owned {
 		t.giveBack(t.p.charge())
-		return ReasonCircuitOpen, false // a layer above owns it: never held, back to it at once
+		return reasonCircuitOpen, false // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
 		v := hs.cb.admit(t.question(kindProbe))
@@ -234,10 +234,10 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 }
 
 // hold holds a retry in the breaker's queue until it may go (charged to
-// the budget as it leaves), or gives up: at its limit (ReasonBreaker, or
-// ReasonMaxElapsed past WithMaxElapsed), when due as the probe with its
-// deadline nearer than the host's usual answer (ReasonBreaker), or when
-// the budget has no room for it as it leaves (ReasonBudget). A context that ends first ends the
+// the budget as it leaves), or gives up: at its limit (reasonBreaker, or
+// reasonMaxElapsed past WithMaxElapsed), when due as the probe with its
+// deadline nearer than the host's usual answer (reasonBreaker), or when
+// the budget has no room for it as it leaves (reasonBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
 func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 	hs := t.hs
@@ -247,20 +247,20 @@ func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 		now := time.Now()
 		switch {
 		case err == context.DeadlineExceeded && !now.Before(limit):
-			return ReasonBreaker, nil // the deadline is the limit: give up with the last response
+			return reasonBreaker, nil // the deadline is the limit: give up with the last response
 		case err != nil:
 			return "", err
 		case !t.elapsed.IsZero() && !now.Before(t.elapsed):
 			hs.cb.giveBack(permit{probe: ticket}, now)
-			return ReasonMaxElapsed, nil
+			return reasonMaxElapsed, nil
 		case end == holdGiveUp:
-			return ReasonBreaker, nil
+			return reasonBreaker, nil
 		}
 		if reason, again := g.leave(t, end, ticket); !again {
 			return reason, nil
 		}
 	}
-	return ReasonBreaker, nil
+	return reasonBreaker, nil
 }
 
 // awaitHold holds t's retry in its host's circuit until its hold ends
@@ -285,7 +285,7 @@ func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
 
 // leave charges a retry that leaves its hold to the budget. A probe that
 // the budget has no room for goes back in the hold (again); any other
-// gives up, ReasonBudget.
+// gives up, reasonBudget.
 func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, again bool) {
 	hs := t.hs
 	v, lent := g.charge(t, end)
@@ -301,7 +301,7 @@ func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, agai
 		hs.cb.reprobe(ticket, time.Now())
 		return "", true
 	}
-	return ReasonBudget, false
+	return reasonBudget, false
 }
 
 // tell tells the simulator's hooks of a held retry that is sent: one

@@ -69,7 +69,7 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 func (s *staticRate) admit(a ask) verdictOf {
 	switch {
 	case a.kind == kindHedge:
-		return refuse(ReasonRate) // a copy would take no turn: none
+		return refuse(reasonRate) // a copy would take no turn: none
 	case !a.kind.sending():
 		return send
 	}
@@ -87,7 +87,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 		return tookIt
 	case a.deadline != 0 && a.now+int64(d) >= a.deadline:
 		s.leave(me) // its turn would come too late
-		return refuse(ReasonRate)
+		return refuse(reasonRate)
 	}
 	if me == nil {
 		me = newWaiter()
@@ -96,7 +96,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 	if s.changed == nil {
 		s.changed = make(chan struct{})
 	}
-	return verdictOf{act: actWait, reason: ReasonRate, wait: d, wake: s.changed, waiter: me}
+	return verdictOf{act: actWait, reason: reasonRate, wait: d, wake: s.changed, waiter: me}
 }
 
 // leave takes me out of the line, if it is in it, and tells those

@@ -131,7 +131,7 @@ func (t *throttle) admit(a ask) verdictOf {
 	t.mu.Unlock()
 	if refused {
 		t.g.set(p)
-		return refuse(ReasonThrottled)
+		return refuse(reasonThrottled)
 	}
 	return send
 }
