@@ -123,14 +123,17 @@ func (k *call) key(method string) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	// A panic in the base must not leave the host waiting for a probe
-	// that never ends, or a slot or quota that is never given back.
-	defer func() {
-		if p := recover(); p != nil {
-			k.t.Done(admission.Outcome{Panicked: true})
-			panic(p)
-		}
-	}()
+	if n > 1 || k.c.paced {
+		// A panic in the base must not leave the host waiting for a
+		// probe (a retry's) that never ends, or a pacer's slot or quota
+		// that is never given back.
+		defer func() {
+			if p := recover(); p != nil {
+				k.t.Done(admission.Outcome{Panicked: true})
+				panic(p)
+			}
+		}()
+	}
 	if n == 1 && k.c.hedge != nil {
 		return k.hedged(body)
 	}

@@ -24,7 +24,7 @@ func trip(tr *Transport, h string) {
 	for range resolveBreaker(*tr.c.breaker, tr.c.schedule).Threshold {
 		time.Sleep(2 * time.Millisecond)
 		var t admission.Ticket
-		t.First(tr.c.gate, admission.Request{Ctx: context.Background(), Scheme: "http", Host: h})
+		t.First(tr.c.gate, &admission.Request{Ctx: context.Background(), Scheme: "http", Host: h})
 		t.Done(admission.Outcome{Failed: true})
 	}
 }

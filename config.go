@@ -73,6 +73,7 @@ type config struct {
 	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
 	held              *memPool         // the memory that waiting retries' kept responses may hold
 	keepLast          bool             // a waiting retry keeps its last response (held, when it gives up after its wait)
+	paced             bool             // a pacer is on
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -173,7 +174,8 @@ func (c *config) build() error {
 	c.gate = admission.New(c.settings())
 	// A retry that the breaker or a pacer may give up after its wait
 	// keeps its last response through the wait, to return it then.
-	c.keepLast = c.breaker != nil || c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
+	c.paced = c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
+	c.keepLast = c.breaker != nil || c.paced
 	c.operationConfigs()
 	return nil
 }

@@ -120,7 +120,7 @@ func (k *call) run(body io.ReadCloser) event {
 	if k.c.hedge != nil {
 		hedge = k.c.hedge.Percentile
 	}
-	after, reason, err := k.t.First(k.c.gate, admission.Request{Ctx: k.ctx, Scheme: k.req.URL.Scheme, Host: k.req.URL.Host,
+	after, reason, err := k.t.First(k.c.gate, &admission.Request{Ctx: k.ctx, Scheme: k.req.URL.Scheme, Host: k.req.URL.Host,
 		CtxEnd: k.ctxEnd, MaxElapsedEnd: k.elapsedEnd, Owned: k.owned, Repeat: k.repeat, Hedge: hedge})
 	if reason != "" || err != nil {
 		closeBody(body)

@@ -362,7 +362,7 @@ func TestFailFastBeforeThePacers(t *testing.T) {
 		defer cancel()
 		began := time.Now()
 		var tk Ticket
-		if _, reason, err := tk.First(g, Request{Ctx: ctx, Scheme: "http", Host: "h"}); time.Since(began) > 0 || reason != reasonCircuitOpen {
+		if _, reason, err := tk.First(g, &Request{Ctx: ctx, Scheme: "http", Host: "h"}); time.Since(began) > 0 || reason != reasonCircuitOpen {
 			t.Errorf("FailFast with the breaker open: %q, %v after %v, want circuit_open at once", reason, err, time.Since(began))
 		}
 	})
@@ -380,7 +380,7 @@ func TestQuotaWaitsAddUpToMaxWait(t *testing.T) {
 		q.mu.Unlock()
 		began := time.Now()
 		var tk Ticket
-		_, reason, err := tk.First(g, Request{Ctx: context.Background(), Scheme: "http", Host: "h"})
+		_, reason, err := tk.First(g, &Request{Ctx: context.Background(), Scheme: "http", Host: "h"})
 		if took := time.Since(began); took > 2*time.Second+200*time.Millisecond {
 			t.Errorf("quota pacing, maxWait 2s: waited %v, then %q, %v", took, reason, err)
 		}

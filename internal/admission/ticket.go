@@ -42,14 +42,15 @@ type Request struct {
 	Hedge float64
 }
 
-// First admits r's first attempt through g (none: nothing to ask). The
+// First admits r's first attempt through g (none: nothing to ask), on
+// a zero Ticket. The
 // budget counts it; only FailFast refuses one, while the host's breaker
 // is open, and the pacers may make it wait or refuse it. It returns why
 // the attempt may not go, or the context's error if it ended while the
 // attempt waited for a pacer; and, with r.Hedge, the host's latency after
 // which a hedged copy may go (0: none known yet).
-func (t *Ticket) First(g *Gate, r Request) (hedgeAfter time.Duration, reason Reason, err error) {
-	*t = Ticket{g: g, ctx: r.Ctx, ctxEnd: r.CtxEnd, elapsed: r.MaxElapsedEnd, owned: r.Owned}
+func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason Reason, err error) {
+	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned
 	if g == nil {
 		return 0, "", nil
 	}
