@@ -123,10 +123,10 @@ func (k *call) key(method string) {
 // caller's: on the success path of a GET with the default options it sends
 // req itself, allocating nothing.
 func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if n > 1 || k.c.paced {
+	if n > 1 || k.c.guardFirst {
 		// A panic in the base must not leave the host waiting for a
-		// probe (a retry's) that never ends, or a pacer's slot or quota
-		// that is never given back.
+		// probe that never ends, or a pacer's slot or quota that is
+		// never given back.
 		defer func() {
 			if p := recover(); p != nil {
 				k.t.Done(admission.Outcome{Panicked: true})

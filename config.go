@@ -73,7 +73,7 @@ type config struct {
 	gate              *admission.Gate  // admission, built from the settings above; nil if all are off
 	held              *memPool         // the memory that waiting retries' kept responses may hold
 	keepLast          bool             // a waiting retry keeps its last response (held, when it gives up after its wait)
-	paced             bool             // a pacer is on
+	guardFirst        bool             // a first attempt may hold something: a pacer's part, or FailFast's probe
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
@@ -174,8 +174,9 @@ func (c *config) build() error {
 	c.gate = admission.New(c.settings())
 	// A retry that the breaker or a pacer may give up after its wait
 	// keeps its last response through the wait, to return it then.
-	c.paced = c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
-	c.keepLast = c.breaker != nil || c.paced
+	paced := c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
+	c.keepLast = c.breaker != nil || paced
+	c.guardFirst = paced || (c.breaker != nil && c.breaker.FailFast)
 	c.operationConfigs()
 	return nil
 }
