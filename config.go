@@ -172,13 +172,19 @@ func (c *config) build() error {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
 	c.gate = admission.New(c.settings())
-	// A retry that the breaker or a pacer may give up after its wait
-	// keeps its last response through the wait, to return it then.
-	paced := c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
-	c.keepLast = c.breaker != nil || paced
-	c.guardFirst = paced || (c.breaker != nil && c.breaker.FailFast)
+	c.keepLast, c.guardFirst = c.admissionHolds()
 	c.operationConfigs()
 	return nil
+}
+
+// admissionHolds says what admission may hold of a request: a retry that
+// the breaker or a pacer may give up after its wait keeps its last
+// response through the wait, to return it then (keep); a first attempt
+// may hold a pacer's part, or FailFast's probe, which a panic in the
+// base must give back (guard).
+func (c *config) admissionHolds() (keep, guard bool) {
+	paced := c.throttle != 0 || c.rate != nil || c.quota != nil || c.limit != nil
+	return c.breaker != nil || paced, paced || (c.breaker != nil && c.breaker.FailFast)
 }
 
 // defaultConfig serves every zero Transport: one pooled base transport and
