@@ -9,8 +9,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -56,21 +54,6 @@ type Gate struct {
 	tickets atomic.Uint64 // names probes; its count is the probes claimed
 }
 
-// hostState is one host's admission: its health and its controllers.
-type hostState struct {
-	health health
-	ctls   []controller  // the controllers that are on, in their order
-	buf    [6]controller // ctls' array: the list costs no allocation
-	bud    budgetCtl     // with a budget
-	cb     circuit       // with a breaker
-	lat    *latencies    // recent latencies, with hedging only
-	host   string        // the canonical host, for breaker events
-	above  atomic.Int64  // the Unix second a layer above last retried a request to this host
-	// evMu orders the reports of this host's breaker transitions: taken
-	// before the breaker's lock is let go, held while they are reported.
-	evMu sync.Mutex
-}
-
 // controllers is admission's list, in its order, written once: for each
 // controller, whether a Transport's settings turn it on, whether it is a
 // pacer, and how a new host gets it. A new pacer is its own file, its
@@ -78,26 +61,25 @@ type hostState struct {
 var controllers = [...]struct {
 	on    func(s *Settings) bool
 	pacer bool
-	add   func(g *Gate, h *hostState) controller
+	add   func(g *Gate, h *hostState, c *controls) controller
 }{
-	{func(s *Settings) bool { return s.Budget != nil }, false, func(g *Gate, h *hostState) controller {
-		h.bud.attach(g.budget, h.host, unixSecond())
-		return &h.bud
+	{func(s *Settings) bool { return s.Budget != nil }, false, func(_ *Gate, h *hostState, _ *controls) controller {
+		return &h.bud // attached as the host is made: every host counts its first attempts
 	}},
-	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, h *hostState) controller {
-		h.cb.init(g.breaker, &g.tickets)
-		return &h.cb
+	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, _ *hostState, c *controls) controller {
+		c.cb.init(g.breaker, &g.tickets)
+		return &c.cb
 	}},
-	{func(s *Settings) bool { return s.Throttle != 0 }, true, func(g *Gate, _ *hostState) controller {
+	{func(s *Settings) bool { return s.Throttle != 0 }, true, func(g *Gate, _ *hostState, _ *controls) controller {
 		return newThrottle(g.s.Throttle, gauge{g.s.Gauges[0]})
 	}},
-	{func(s *Settings) bool { return s.Rate != nil }, true, func(g *Gate, _ *hostState) controller {
+	{func(s *Settings) bool { return s.Rate != nil }, true, func(g *Gate, _ *hostState, _ *controls) controller {
 		return newStaticRate(g.s.Rate)
 	}},
-	{func(s *Settings) bool { return s.Quota != nil }, true, func(g *Gate, _ *hostState) controller {
+	{func(s *Settings) bool { return s.Quota != nil }, true, func(g *Gate, _ *hostState, _ *controls) controller {
 		return newQuota(g.s.Quota, gauge{g.s.Gauges[1]})
 	}},
-	{func(s *Settings) bool { return s.Limit != nil }, true, func(g *Gate, _ *hostState) controller {
+	{func(s *Settings) bool { return s.Limit != nil }, true, func(g *Gate, _ *hostState, _ *controls) controller {
 		return newLimiter(g.s.Limit, gauge{g.s.Gauges[2]})
 	}},
 }
@@ -127,21 +109,9 @@ func New(s Settings) *Gate {
 		s.Notify = func(context.Context, string, bool, int) {}
 	}
 	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.paced()}
-	g.hosts.init = func(key string, h *hostState) {
-		h.host = key
-		h.ctls = h.buf[:0]
-		for _, x := range controllers {
-			if x.on(&g.s) {
-				h.ctls = append(h.ctls, x.add(g, h))
-			}
-		}
-		if g.s.Hedge {
-			h.lat = new(latencies)
-		}
-	}
+	g.hosts.init = g.initHost
 	g.hosts.evictable = func(h *hostState) bool {
-		now := mono()
-		if h.health.level() != 0 || slices.ContainsFunc(h.ctls, func(c controller) bool { return !c.idle(now) }) {
+		if !h.idle(mono()) {
 			return false
 		}
 		h.bud.detach() // evicted: the shared Share's entry may go once no one points to it
@@ -166,7 +136,7 @@ func (g *Gate) admitFirst(t *Ticket, repeat bool) (Reason, error) {
 	if repeat {
 		g.chargeRepeat(t)
 	}
-	if !g.paced && !hs.cb.opened() {
+	if !g.paced && !hs.circuit().opened() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
@@ -175,6 +145,7 @@ func (g *Gate) admitFirst(t *Ticket, repeat bool) (Reason, error) {
 		}
 		return "", nil
 	}
+	g.controlsOf(hs)
 	a := t.question(kindFirst)
 	a.sec, a.healthy, a.charged = t.sec, true, t.p.charged
 	v, err := g.admit(t, a)
@@ -206,7 +177,7 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 // waiting pacer's reason, none if the caller canceled it.
 func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
 	held := false
-	for i, c := range t.hs.ctls {
+	for i, c := range t.hs.list() {
 		v, err := t.asked(c, a)
 		t.p = t.p.with(v.permit)
 		if v.took {
@@ -277,7 +248,7 @@ func callersEnd(reason Reason, err error) Reason {
 func (t *Ticket) done(o seen) (ch change) {
 	p := t.p
 	t.p = permit{}
-	for i, c := range t.hs.ctls {
+	for i, c := range t.hs.list() {
 		o.took = p.paced&(1<<i) != 0
 		if x := c.observe(o); x.opened || x.closed {
 			ch = x
@@ -294,10 +265,11 @@ func (t *Ticket) done(o seen) (ch change) {
 func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	hs := t.hs
 	o := g.seenOf(t, r)
-	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && hs.cb.quiet() {
+	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && hs.circuit().quiet() {
 		t.p = permit{}
 		return false // the success path: an answer from a host with nothing held tells the controllers nothing
 	}
+	g.controlsOf(hs)
 	if o.at.IsZero() {
 		o.at = timeAt(o.now) // the breaker's time, which the success path does not need
 	}
@@ -370,11 +342,12 @@ func (g *Gate) endClock() (time.Time, int64) {
 // controller's lock is held while they run.
 func (g *Gate) report(t *Ticket) {
 	hs := t.hs
-	hs.evMu.Lock()
-	defer hs.evMu.Unlock()
+	c := g.controlsOf(hs)
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
 	var buf [4]bool
 	for range maxReports {
-		evs := hs.cb.takeEvents(buf[:0])
+		evs := c.cb.takeEvents(buf[:0])
 		if len(evs) == 0 {
 			return
 		}

@@ -99,15 +99,15 @@ func TestBreakerScore(t *testing.T) {
 			h := g.hosts.get("h")
 			for range tt.repeat {
 				for _, ch := range tt.pattern {
-					if !h.cb.isOpen.Load() {
+					if !h.circuit().isOpen.Load() {
 						feed(g, h, string(ch))
 					}
 				}
 			}
-			if h.cb.isOpen.Load() != tt.wantOpen {
-				t.Errorf("%s: open = %v, want %v", tt.name, h.cb.isOpen.Load(), tt.wantOpen)
+			if h.circuit().isOpen.Load() != tt.wantOpen {
+				t.Errorf("%s: open = %v, want %v", tt.name, h.circuit().isOpen.Load(), tt.wantOpen)
 			}
-			if g.hosts.get("other").cb.isOpen.Load() {
+			if g.hosts.get("other").circuit().isOpen.Load() {
 				t.Errorf("%s: another host's breaker opened too", tt.name)
 			}
 		})
@@ -124,12 +124,12 @@ func TestBreakerNeedsFailuresOverTime(t *testing.T) {
 		for range 50 {
 			g.record(k, failed)
 		}
-		if h.cb.isOpen.Load() {
+		if h.circuit().isOpen.Load() {
 			t.Fatal("50 failures in one instant opened the breaker")
 		}
 		time.Sleep(minFailingSpan)
 		g.record(k, failed)
-		if !h.cb.isOpen.Load() {
+		if !h.circuit().isOpen.Load() {
 			t.Fatal("failures over 10ms did not open the breaker")
 		}
 	})
@@ -185,7 +185,7 @@ func TestBreakerProbeThenRamp(t *testing.T) {
 				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, w)
 			}
 		}
-		if h.cb.isOpen.Load() {
+		if h.circuit().isOpen.Load() {
 			t.Error("breaker still open after a success")
 		}
 	})
@@ -258,9 +258,9 @@ func TestBreakerHoldBounded(t *testing.T) {
 					t.Fatalf("first hold = %s, want the probe", got)
 				}
 			} else {
-				h.cb.mu.Lock()
-				h.cb.nextProbe = time.Now().Add(time.Hour)
-				h.cb.mu.Unlock()
+				h.circuit().mu.Lock()
+				h.circuit().nextProbe = time.Now().Add(time.Hour)
+				h.circuit().mu.Unlock()
 			}
 			go func() {
 				time.Sleep(10 * time.Millisecond)
@@ -338,7 +338,7 @@ func TestBreakerProbeCycleWakesOne(t *testing.T) {
 // pacerOf is hs's pacer of type T, or a zero one if it has none (with
 // nothing in use or awaited).
 func pacerOf[T any](hs *hostState) *T {
-	for _, c := range hs.ctls {
+	for _, c := range hs.list() {
 		if p, ok := any(c).(*T); ok {
 			return p
 		}

@@ -20,12 +20,12 @@ type View struct {
 // known if it was not.
 func (g *Gate) View(host string) View {
 	h := g.hosts.get(host)
-	h.cb.mu.Lock()
-	v := View{Open: h.cb.isOpen.Load(), Probing: h.cb.probing != 0, Held: h.cb.holding(), Score: h.health.level()}
-	h.cb.mu.Unlock()
+	h.circuit().mu.Lock()
+	v := View{Open: h.circuit().isOpen.Load(), Probing: h.circuit().probing != 0, Held: h.circuit().holding(), Score: h.health.level()}
+	h.circuit().mu.Unlock()
 	now := mono()
 	v.Idle = v.Score == 0
-	for _, c := range h.ctls {
+	for _, c := range h.list() {
 		v.Idle = v.Idle && c.idle(now)
 		if l, ok := c.(*limiter); ok {
 			l.mu.Lock()

@@ -45,6 +45,7 @@ func (t *Ticket) Retry(w Wait) Answer {
 		return Answer{Err: sleep(t.ctx, w.Delay)}
 	}
 	g := t.g
+	g.controlsOf(t.hs) // a retry's host has failed: it has its controls
 	held, reason := g.admitRetry(t, w.Free)
 	if reason != "" {
 		return Answer{Reason: reason}
@@ -135,7 +136,7 @@ func (t *Ticket) holdTimes(now time.Time, delay, ra time.Duration) (notBefore, l
 		// once per request, so that its callers do not all come back,
 		// and fail again, together; any other retry, the whole schedule.
 		t.span = b.Schedule
-		if t.hs.cb.crowd(t.firstFail) {
+		if t.hs.circuit().crowd(t.firstFail) {
 			t.span -= time.Duration(rand.Int64N(int64(b.Schedule/5) + 1))
 		}
 	}
@@ -181,7 +182,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (g *Gate) refused(t *Ticket, reason Reason, m int64) (held bool, _ Reason) {
 	hs := t.hs
 	h := &hs.health
-	if reason == reasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.cb.lends()) && g.mayHold(hs, m) {
+	if reason == reasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.circuit().lends()) && g.mayHold(hs, m) {
 		return true, ""
 	}
 	return false, reason
@@ -198,7 +199,7 @@ func (g *Gate) mayHold(hs *hostState, m int64) bool {
 	switch {
 	case g.breaker == nil || g.breaker.FailFast:
 		return false
-	case g.budget == nil || hs.cb.lends() || hs.bud.solvent():
+	case g.budget == nil || hs.circuit().lends() || hs.bud.solvent():
 		return true
 	}
 	return hs.bud.room(secondOf(m))
@@ -212,7 +213,7 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 	if g.breaker == nil || t.p.probe != 0 {
 		return "", false
 	}
-	if !hs.cb.opened() {
+	if !hs.circuit().opened() {
 		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
 			return "", false
 		}
@@ -222,7 +223,7 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 		return reasonCircuitOpen, false // a layer above owns it: never held, back to it at once
 	}
 	if g.breaker.FailFast {
-		v := hs.cb.admit(t.question(kindProbe))
+		v := hs.circuit().admit(t.question(kindProbe))
 		if v.act == actRefuse {
 			t.giveBack(t.p.charge())
 			return v.reason, false
@@ -251,7 +252,7 @@ func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 		case err != nil:
 			return "", err
 		case !t.elapsed.IsZero() && !now.Before(t.elapsed):
-			hs.cb.giveBack(permit{probe: ticket}, now)
+			hs.circuit().giveBack(permit{probe: ticket}, now)
 			return reasonMaxElapsed, nil
 		case end == holdGiveUp:
 			return reasonBreaker, nil
@@ -266,7 +267,7 @@ func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
 // awaitHold holds t's retry in its host's circuit until its hold ends
 // (see circuit.turn), or t's context ends: then with its error.
 func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
-	ctx, cb := t.ctx, &t.hs.cb
+	ctx, cb := t.ctx, t.hs.circuit()
 	w := cb.enter(&holder{failed: t.firstFail, notBefore: notBefore, limit: limit, deadline: t.ctxEnd, answer: t.answer}, time.Now())
 	for range maxHoldTurns { // each turn waits for an event or a timer
 		now := time.Now()
@@ -298,7 +299,7 @@ func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, agai
 		t.p.probe = ticket
 		return "", false
 	case end == holdProbe:
-		hs.cb.reprobe(ticket, time.Now())
+		hs.circuit().reprobe(ticket, time.Now())
 		return "", true
 	}
 	return reasonBudget, false
@@ -335,9 +336,9 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	// not when the share next has room; one instance of a fleet, with a
 	// few held, probes on its share alone.
 	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
-		(end == holdProbe && hs.cb.holding() >= crowdSize)
+		(end == holdProbe && hs.circuit().holding() >= crowdSize)
 	v = hs.bud.admit(a)
-	if v.act != actSend && end == holdReleased && hs.cb.borrow() {
+	if v.act != actSend && end == holdReleased && hs.circuit().borrow() {
 		hs.bud.lend(a.sec) // released by a recovery, beyond the share
 		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec, lent: true}}, true
 	}

@@ -91,13 +91,16 @@ func (t *Ticket) Done(o Outcome) (failing bool) {
 // refuses it (a copy takes none).
 func (t *Ticket) Hedge() bool {
 	hs := t.hs
-	if hs == nil || hs.cb.opened() || hs.cb.holding() > 0 {
+	if hs == nil {
+		return false
+	}
+	if cb := &t.g.controlsOf(hs).cb; cb.opened() || cb.holding() > 0 {
 		return false
 	}
 	a := t.question(kindHedge)
-	for i, c := range hs.ctls {
+	for i, c := range hs.list() {
 		if v := c.admit(a); v.act != actSend {
-			for _, d := range hs.ctls[:i] {
+			for _, d := range hs.list()[:i] {
 				d.giveBack(permit{charged: true, chargedSec: a.sec}, a.at) // the budget's charge, if it took one
 			}
 			return false
@@ -134,7 +137,7 @@ func (t *Ticket) end() time.Time {
 func (t *Ticket) giveBack(p permit) {
 	if t.hs != nil && p != (permit{}) {
 		now := time.Now()
-		for i, c := range t.hs.ctls {
+		for i, c := range t.hs.list() {
 			c.giveBack(p.of(i), now)
 		}
 	}

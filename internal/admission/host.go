@@ -1,0 +1,96 @@
+// This file holds a host's admission state: what every host a Gate has
+// sent to keeps (a few words: its health, its budget's entry, its name),
+// and the controls that only a host that has failed, or is paced, needs
+// (the controllers' list, the breaker's circuit), made when it first
+// needs them.
+
+package admission
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// hostState is one host's admission: its health, its budget's entry and,
+// once it has failed (at once with pacers or hedging), its controls.
+type hostState struct {
+	health health
+	bud    budgetCtl  // with a budget
+	lat    *latencies // recent latencies, with hedging only
+	host   string     // the canonical host, for breaker events
+	ctl    atomic.Pointer[controls]
+}
+
+// controls are a host's controllers, in their order, and the breaker's
+// circuit among them.
+type controls struct {
+	list []controller  // the controllers that are on, in their order
+	buf  [6]controller // list's array
+	cb   circuit       // with a breaker
+	// evMu orders the reports of this host's breaker transitions: taken
+	// before the breaker's lock is let go, held while they are reported.
+	evMu sync.Mutex
+}
+
+// noCircuit is the circuit of a host without controls: closed, nothing
+// held. It is only read.
+var noCircuit circuit
+
+// initHost prepares a new host: its budget's entry, and, with pacers or
+// hedging, which judge every attempt, its controls.
+func (g *Gate) initHost(key string, h *hostState) {
+	h.host = key
+	if g.budget != nil {
+		h.bud.attach(g.budget, key, unixSecond())
+	}
+	if g.s.Hedge {
+		h.lat = new(latencies)
+	}
+	if g.paced || g.s.Hedge {
+		g.controlsOf(h)
+	}
+}
+
+// controlsOf is h's controls, made if it has none yet.
+func (g *Gate) controlsOf(h *hostState) *controls {
+	if c := h.ctl.Load(); c != nil {
+		return c
+	}
+	c := new(controls)
+	c.list = c.buf[:0]
+	for _, x := range controllers {
+		if x.on(&g.s) {
+			c.list = append(c.list, x.add(g, h, c))
+		}
+	}
+	if h.ctl.CompareAndSwap(nil, c) {
+		return c
+	}
+	return h.ctl.Load() // made by another attempt meanwhile
+}
+
+// list is h's controllers, none before its controls are made.
+func (h *hostState) list() []controller {
+	if c := h.ctl.Load(); c != nil {
+		return c.list
+	}
+	return nil
+}
+
+// circuit is h's breaker's circuit: noCircuit, closed and empty, before
+// its controls are made (or without a breaker, whose circuit is never
+// written).
+func (h *hostState) circuit() *circuit {
+	if c := h.ctl.Load(); c != nil {
+		return &c.cb
+	}
+	return &noCircuit
+}
+
+// idle reports whether forgetting h at now would lose nothing: a score of
+// 0, and nothing held, in use, awaited or known to reset later by any of
+// its controllers (its budget's entry is the Share's, kept while in use).
+func (h *hostState) idle(now int64) bool {
+	return h.health.level() == 0 && !slices.ContainsFunc(h.list(), func(c controller) bool { return !c.idle(now) })
+}
