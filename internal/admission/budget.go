@@ -47,16 +47,41 @@ func (b *Share) Init(ratio, minPerSecond float64) {
 // hostBudget counts one host's first attempts and retries in one-second
 // buckets. Each bucket packs the second it belongs to (high 32 bits) with
 // its count (low 32 bits), so that moving a bucket on to a new second and
-// counting in it is a single compare-and-swap.
+// counting in it is a single compare-and-swap. A host's retries' buckets
+// are made at its first retry: one that never retries keeps none.
 type hostBudget struct {
-	firsts  [budgetBuckets]atomic.Uint64
-	retries [budgetBuckets]atomic.Uint64
+	firsts  buckets
+	retries atomic.Pointer[buckets]
 	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
 	// owed is what a recovery lent: the first attempts still to be sent
 	// before the next recovery may lend again, 1/ratio for each retry it
 	// released beyond the share that the host has not answered (see lend
 	// and repay).
 	owed atomic.Int64
+}
+
+// buckets are a count's one-second buckets.
+type buckets [budgetBuckets]atomic.Uint64
+
+// noRetries are the retries' buckets of a host that has made none: all
+// zero, and only read.
+var noRetries buckets
+
+// counted is h's retries' buckets, noRetries if it has made none: to read.
+func (h *hostBudget) counted() *buckets {
+	if r := h.retries.Load(); r != nil {
+		return r
+	}
+	return &noRetries
+}
+
+// counting is h's retries' buckets, made if it has none: to count in.
+func (h *hostBudget) counting() *buckets {
+	if r := h.retries.Load(); r != nil {
+		return r
+	}
+	h.retries.CompareAndSwap(nil, new(buckets))
+	return h.retries.Load()
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -78,7 +103,7 @@ func bucketAdd(b *atomic.Uint64, sec int64) {
 
 // sum adds the counts of the buckets that lie in the span seconds ending
 // at sec.
-func sum(bs *[budgetBuckets]atomic.Uint64, sec int64, span int) float64 {
+func sum(bs *buckets, sec int64, span int) float64 {
 	var n uint64
 	for i := range bs {
 		v := bs[i].Load()
@@ -98,10 +123,11 @@ func (b *Share) room(h *hostBudget, sec int64, floor bool) bool {
 // fits reports whether the retries counted now plus add fit the share or,
 // with floor, the floor.
 func (b *Share) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
-	if sum(&h.retries, sec, budgetBuckets)+add <= b.ratio*sum(&h.firsts, sec, budgetBuckets) {
+	r := h.counted()
+	if sum(r, sec, budgetBuckets)+add <= b.ratio*sum(&h.firsts, sec, budgetBuckets) {
 		return true
 	}
-	return floor && sum(&h.retries, sec, b.span)+add <= b.floor
+	return floor && sum(r, sec, b.span)+add <= b.floor
 }
 
 // allow reports whether host's budget has room for one more retry, with
@@ -110,7 +136,10 @@ func (b *Share) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
 // it saw still leave room, so that goroutines deciding at the same instant
 // cannot overshoot the limit together.
 func (b *Share) allow(h *hostBudget, sec int64, floor bool) bool {
-	cur := &h.retries[uint64(sec)%budgetBuckets]
+	if !b.fits(h, sec, floor, 1) {
+		return false
+	}
+	cur := &h.counting()[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
 		old := cur.Load()
@@ -130,7 +159,7 @@ func (b *Share) allow(h *hostBudget, sec int64, floor bool) bool {
 // refund gives back a retry spent in second sec that was never sent, if
 // its bucket still counts that second.
 func (b *Share) refund(h *hostBudget, sec int64) {
-	cur := &h.retries[uint64(sec)%budgetBuckets]
+	cur := &h.counted()[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
 		old := cur.Load()
@@ -230,7 +259,7 @@ func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <
 // never serves no one, never.
 func (c *budgetCtl) lend(sec int64) {
 	h := &c.e.v
-	bucketAdd(&h.retries[uint64(sec)%budgetBuckets], sec)
+	bucketAdd(&h.counting()[uint64(sec)%budgetBuckets], sec)
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 

@@ -147,7 +147,7 @@ func TestBudgetLoan(t *testing.T) {
 	if c.solvent() {
 		t.Fatal("solvent after lending 3")
 	}
-	if got := sum(&c.e.v.retries, sec, budgetBuckets); got != 3 {
+	if got := sum(c.e.v.counted(), sec, budgetBuckets); got != 3 {
 		t.Errorf("%v retries counted, want the 3 lent", got)
 	}
 	for range 29 {
@@ -181,7 +181,7 @@ func TestBudgetLoanAnswered(t *testing.T) {
 	}
 	c.observe(seen{answered: true, lent: sec})
 	c.observe(seen{answered: true, retry: true}) // not lent: repays nothing
-	if got := sum(&c.e.v.retries, sec, budgetBuckets); got != 2 {
+	if got := sum(c.e.v.counted(), sec, budgetBuckets); got != 2 {
 		t.Errorf("%v retries counted after one lent retry was answered, want 2", got)
 	}
 	if got := c.e.v.owed.Load(); got != 20 {
