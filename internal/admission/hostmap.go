@@ -26,6 +26,7 @@ type hostMap[T any] struct {
 	mu     sync.Mutex
 	dirty  map[string]*hostEntry[T] // hosts not yet in read
 	misses int                      // lookups that took mu since the last merge
+	full   int64                    // the second of the last merge forced by maxHosts
 
 	init      func(key string, v *T) // if set, prepares a new entry before it is shared
 	evictable func(*T) bool          // if set, says whether an idle entry may go
@@ -39,6 +40,14 @@ type hostEntry[T any] struct {
 // evictAfter is how long a host stays idle before its state may be dropped:
 // longer than the budget's window, after which its state says nothing.
 const evictAfter = 60
+
+// maxHosts bounds the hosts a map keeps, whatever their state says. At
+// the bound, a merge (at most once a second) drops every host that may
+// go and was not used in the last second; a host not yet known while it
+// is still full gets a state of its own that is not kept, as if it were
+// new at each request (it keeps no health, budget or breaker between
+// them).
+const maxHosts = 1 << 17
 
 func (e *hostEntry[T]) touch(sec int64) {
 	if e.used.Load() != sec {
@@ -99,6 +108,15 @@ func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *hostEntry[T] {
 		if hm.init != nil {
 			hm.init(s, &e.v)
 		}
+		if len(read)+len(hm.dirty) >= maxHosts {
+			if !hm.room(read, sec) {
+				if hm.evictable != nil {
+					hm.evictable(&e.v) // not kept: let go of what it holds
+				}
+				return e
+			}
+			read = *hm.read.Load() // merged
+		}
 		if hm.dirty == nil {
 			hm.dirty = make(map[string]*hostEntry[T])
 		}
@@ -112,13 +130,34 @@ func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *hostEntry[T] {
 	return e
 }
 
+// room reports whether a map at maxHosts has room for one more host,
+// after a merge that drops every host that may go and was not used in
+// the last second, if none was made in this one; hm.mu is held.
+func (hm *hostMap[T]) room(read map[string]*hostEntry[T], sec int64) bool {
+	if hm.full != sec {
+		hm.full = sec
+		hm.mergeIdle(read, sec, 1)
+	}
+	n := len(hm.dirty)
+	if p := hm.read.Load(); p != nil {
+		n += len(*p)
+	}
+	return n < maxHosts
+}
+
 // merge makes a new read map of read and the dirty hosts, without the
 // idle ones that may go; hm.mu is held.
 func (hm *hostMap[T]) merge(read map[string]*hostEntry[T], sec int64) {
+	hm.mergeIdle(read, sec, evictAfter)
+}
+
+// mergeIdle is merge, dropping the hosts that may go and were not used
+// for more than idle seconds.
+func (hm *hostMap[T]) mergeIdle(read map[string]*hostEntry[T], sec, idle int64) {
 	m := make(map[string]*hostEntry[T], len(read)+len(hm.dirty))
 	for _, src := range []map[string]*hostEntry[T]{read, hm.dirty} {
 		for k, e := range src {
-			if sec-e.used.Load() > evictAfter && (hm.evictable == nil || hm.evictable(&e.v)) {
+			if sec-e.used.Load() > idle && (hm.evictable == nil || hm.evictable(&e.v)) {
 				continue
 			}
 			m[k] = e

@@ -82,3 +82,32 @@ func TestSharedBudgetStaysOne(t *testing.T) {
 		}
 	})
 }
+
+// A Gate keeps at most maxHosts hosts, failing ones included: at the
+// bound, a host not yet known is served by a state that is not kept,
+// until a second later the idle hosts make room.
+func TestHostsAreBounded(t *testing.T) {
+	g := New(Settings{Budget: share(0.1, 1)})
+	sec := unixSecond()
+	failing := g.hosts.getKey("failing", nil, sec)
+	failing.health.fail(mono(), failingAfter) // a host whose state may not go
+	for i := range maxHosts - 1 {
+		g.hosts.getKey(fmt.Sprintf("h%d", i), nil, sec)
+	}
+	if n := g.hosts.len(); n != maxHosts {
+		t.Fatalf("%d hosts kept, want %d", n, maxHosts)
+	}
+	if a, b := g.hosts.getKey("new", nil, sec), g.hosts.getKey("new", nil, sec); a == b || g.hosts.len() != maxHosts {
+		t.Fatalf("at the bound, a new host was kept (%d hosts)", g.hosts.len())
+	}
+	if n := g.budget.Hosts(); n > maxHosts {
+		t.Errorf("the budget keeps %d hosts, more than %d", n, maxHosts)
+	}
+	later := g.hosts.getKey("new", nil, sec+2)
+	if g.hosts.getKey("new", nil, sec+2) != later {
+		t.Error("a second later, with the idle hosts gone, a new host is still not kept")
+	}
+	if n := g.hosts.len(); n != 2 {
+		t.Errorf("a second later, %d hosts kept, want 2 (the failing one, the new one)", n)
+	}
+}
