@@ -265,9 +265,12 @@ func (t *Ticket) done(o seen) (ch change) {
 func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	hs := t.hs
 	o := g.seenOf(t, r)
-	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && hs.circuit().quiet() {
+	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && (hs.ctl.Load() == nil || hs.circuit().quiet()) {
+		// The success path: an answer from a host that has never failed
+		// (no controls), or has nothing held, tells the controllers
+		// nothing.
 		t.p = permit{}
-		return false // the success path: an answer from a host with nothing held tells the controllers nothing
+		return false
 	}
 	g.controlsOf(hs)
 	if o.at.IsZero() {
@@ -303,7 +306,8 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 		hs.lat.record(cmp.Or(r.Latency, time.Duration(o.rtt)))
 		fallthrough
 	case r.Answered:
-		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
+		// A healthy host (a score of 0) is in no outage: one load.
+		o.lend = hs.health.level() != 0 && hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
 		hs.health.answer(t.start, o.now)
 		o.answered = true
 	case r.Failed && !hs.health.stale(t.start):
@@ -325,7 +329,7 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 
 // endClock reads the clock as an attempt ends: time.Now with pacers, which
 // read the wall clock (a quota's reset); otherwise one monotonic read,
-// about half time.Now's cost, and no time.Time, which Record makes from it
+// about half time.Now's cost, and no time.Time, which record makes from it
 // only past the success path (the breaker only compares and subtracts
 // its times, which their monotonic readings decide).
 func (g *Gate) endClock() (time.Time, int64) {
