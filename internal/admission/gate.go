@@ -306,8 +306,7 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 		hs.lat.record(cmp.Or(r.Latency, time.Duration(o.rtt)))
 		fallthrough
 	case r.Answered:
-		// A healthy host (a score of 0) is in no outage: one load.
-		o.lend = hs.health.level() != 0 && hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent())
+		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent()) // a healthy host's: one load
 		hs.health.answer(t.start, o.now)
 		o.answered = true
 	case r.Failed && !hs.health.stale(t.start):
