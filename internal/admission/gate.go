@@ -297,7 +297,7 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	if t.p.lent {
 		o.lent = t.p.chargedSec
 	}
-	o.at, o.now = g.endClock()
+	o.at, o.now = g.endClock(t, r.Answered)
 	if o.rtt = o.now - t.start; o.replied {
 		t.answer = time.Duration(o.rtt)
 	}
@@ -326,15 +326,22 @@ func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
 	return o
 }
 
-// endClock reads the clock as an attempt ends: time.Now with pacers, which
-// read the wall clock (a quota's reset); otherwise one monotonic read,
-// about half time.Now's cost, and no time.Time, which record makes from it
-// only past the success path (the breaker only compares and subtracts
-// its times, which their monotonic readings decide).
-func (g *Gate) endClock() (time.Time, int64) {
-	if g.paced {
+// endClock reads the clock as t's attempt ends: time.Now with pacers,
+// which read the wall clock (a quota's reset); none for a first attempt
+// that a healthy host answered, without hedging (whose latencies need
+// the end), whose start stands for its end (a request reads the clock
+// once: the host's last answer is then an attempt's start, not its end,
+// earlier by a round trip); otherwise one monotonic read, about half
+// time.Now's cost, and no time.Time, which record makes from it only past
+// the success path (the breaker only compares and subtracts its times,
+// which their monotonic readings decide).
+func (g *Gate) endClock(t *Ticket, answered bool) (time.Time, int64) {
+	switch {
+	case g.paced:
 		at := time.Now()
 		return at, monoAt(at)
+	case answered && !t.retry && t.hs.lat == nil && t.hs.health.level() == 0:
+		return time.Time{}, t.start
 	}
 	return time.Time{}, mono()
 }
