@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 // MaxWait (it exceeds any cap, so that the response comes back at once),
 // never no hint. ok is false when none applies.
 func Wait(h http.Header, now time.Time) (time.Duration, bool) {
-	if len(h) == 0 {
+	if !hinted(h) {
 		return 0, false
 	}
 	for _, name := range vendors.MillisHeaders {
@@ -41,6 +42,20 @@ func Wait(h http.Header, now time.Time) (time.Duration, bool) {
 		}
 	})
 	return wait, rank != 0
+}
+
+// hinted reports whether h has a field that Wait reads, by its
+// canonical name (the one h.Get finds): a response without one, most
+// errors, reads nothing more.
+func hinted(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, "Retry-After") || strings.HasPrefix(k, "Ratelimit") ||
+			strings.HasPrefix(k, "X-Ratelimit") || strings.HasPrefix(k, "Anthropic-Ratelimit") ||
+			slices.Contains(vendors.MillisHeaders, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // ShouldRetry reads the should-retry headers of internal/vendors
