@@ -301,8 +301,10 @@ type simFaults struct {
 	// start), says what is left in RateLimit, and answers 429 beyond.
 	quota int
 	// capacity: each host serves this many per 100ms (windows from the
-	// start) and answers 503 beyond: an overload, never an outage.
+	// start) and answers 503 beyond: an overload, never an outage; from
+	// weakFrom on, if it is set (a weak recovery).
 	capacity int
+	weakFrom time.Duration
 	// wild: every wild-th answer says a billion of the quota are left.
 	wild int
 	// statePolicy: the quota's size and window are stated in RateLimit-Policy.
@@ -456,6 +458,7 @@ func drawSim(seed uint64) *simulation {
 	s.drawBodies(rand.New(rand.NewPCG(seed, seed^0x85ebca6b)))
 	s.drawQuotaWindow(rand.New(rand.NewPCG(seed, seed^0xc2b2ae35)))
 	s.drawVendorWords(rand.New(rand.NewPCG(seed, seed^0x9e3779b9)))
+	s.drawWeakRecovery(rand.New(rand.NewPCG(seed, seed^0x165667b1)))
 	return s
 }
 
@@ -509,10 +512,6 @@ func (s *simulation) drawBodies(r *rand.Rand) {
 	}
 }
 
-// drawShapes draws the outages' and overloads' shapes that admission
-// must tell apart: a host that flaps (down and up in turn), and one that
-// serves a few attempts a tenth of a second and answers 503 to the rest
-// (an overload, deep or not: never an outage).
 // drawOwners draws, on a stream of its own, the callers that are an
 // SDK's own retries (amz-sdk-request: attempt=2), which own their
 // schedule, and a Transport for which a 429 means the request was not
@@ -534,6 +533,11 @@ func (s *simulation) drawOwners(r *rand.Rand) {
 	}
 }
 
+// drawShapes draws the outages' and overloads' shapes that admission
+// must tell apart: a host that flaps (down and up in turn), one that
+// serves a few attempts a tenth of a second and answers 503 to the rest
+// (an overload, deep or not: never an outage), and one that comes back
+// from its outage weak (drawWeakRecovery, on a stream of its own).
 func (s *simulation) drawShapes(r *rand.Rand) {
 	f := &s.faults
 	if f.failOnce || f.quota > 0 {
@@ -567,6 +571,27 @@ func (s *simulation) drawShapes(r *rand.Rand) {
 		f.wild = 5 + r.IntN(20)
 		s.desc = append(s.desc, fmt.Sprintf("wild-quota-word-every=%d", f.wild))
 	}
+}
+
+// drawWeakRecovery draws a host that comes back from its first outage
+// weak: from the outage's end on it serves a few attempts a tenth of a
+// second and answers 503 to the rest; and a steady stream of 200 to 500
+// GETs to one host from the outage's start to a second past its end,
+// whose held retries the recovery releases into it.
+func (s *simulation) drawWeakRecovery(r *rand.Rand) {
+	f := &s.faults
+	if len(f.outages) == 0 || f.capacity > 0 || f.failOnce || f.quota > 0 || r.IntN(8) != 0 {
+		return
+	}
+	o := f.outages[0]
+	f.capacity, f.weakFrom = 1+r.IntN(10), o[1]
+	f.outageOnly = false // the refusals after it are failures too
+	n, span := 200+r.IntN(300), o[1]-o[0]+time.Second
+	for i := range n {
+		s.callers = append(s.callers, simCaller{id: strconv.Itoa(len(s.callers)), host: "h0", method: "GET",
+			at: o[0] + span*time.Duration(i)/time.Duration(n)})
+	}
+	s.desc = append(s.desc, fmt.Sprintf("weak-recovery: serves %d per 100ms after the outage, stream=%d", f.capacity, n))
 }
 
 // drawFlapping draws a host that flaps: down and up in turn, for as long
@@ -830,7 +855,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	if outage && f.refuse {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	}
-	down = down || outage || (f.capacity > 0 && !b.serve(r.URL.Host, answered))
+	down = down || outage || (f.capacity > 0 && answered >= f.weakFrom && !b.serve(r.URL.Host, answered))
 	b.mu.Lock()
 	b.sent[id][n-1].answered = true
 	b.mu.Unlock()
