@@ -53,6 +53,7 @@ func main() {
 		with(base, "burst-D3-per-process-retry-after-spread", "burst", 3*time.Second, true, "3-6"),
 		fleet(base, 50),
 		fleet(base, 500),
+		recoveryWeak(base),
 		lone(base, 2),
 		lone(base, 10),
 		closed(base, "closed-W20-D30", 20, 0, false),
@@ -115,6 +116,9 @@ func main() {
 		if err := writeCSV(filepath.Join(*out, sc.Name+".csv"), medians); err != nil {
 			log.Fatal(err)
 		}
+		if err := writeSummary(filepath.Join(*out, sc.Name+"-summary.csv"), medians); err != nil {
+			log.Fatal(err)
+		}
 		if err := drawChart(filepath.Join(*out, sc.Name+".png"), sc, medians); err != nil {
 			log.Fatal(err)
 		}
@@ -131,6 +135,16 @@ func with(s Scenario, name, shape string, d time.Duration, perProcess bool, retr
 func fleet(s Scenario, k int) Scenario {
 	s = with(s, fmt.Sprintf("fleet-D30-K%d", k), "steady", 30*time.Second, false, "")
 	s.Instances = k
+	return s
+}
+
+// recoveryWeak is fleet-D30-K50 whose server comes back weak: after the
+// 30 s outage it serves 1.5 × the offered rate a second at most, and
+// refuses the excess with 503 at once (as an overloaded server does), so
+// that a release of the held retries faster than that is shed.
+func recoveryWeak(s Scenario) Scenario {
+	s = fleet(s, 50)
+	s.Name, s.WeakRate = "recovery-weak", s.Rate*3/2
 	return s
 }
 
@@ -350,18 +364,22 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 		}
 		fmt.Fprintf(w, "\n%s: %d workers, each sending its next request when the last ends (think %v), %v healthy, %v outage, %v after; capacity %d × %v; %s; %s\n\n",
 			sc.Name, sc.Workers, sc.Think, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, runsText(runs))
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts/s at the server in outage | attempts in outage / requests started in it | first success after recovery | successes/s in 2 s after | success (all) | p99 time to fail |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "| contender | requests | attempts | attempts/s at the server in outage | attempts in outage / requests started in it | first success after recovery | successes/s in 2 s after | success (all) | p99 time to fail | 503s shed after | success (started in 2 s after) |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f× | %v | %.0f | %.1f%% | %v |\n",
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f× | %v | %.0f | %.1f%% | %v | %d | %.1f%% |\n",
 				r.Contender, r.Requests, r.Attempts, r.OutageRate(sc), r.OutageAmplification(), firstOK(r.FirstOK),
-				float64(r.OKAfter2s)/2, pct(r.Successes, r.Requests), round(r.FailP99))
+				float64(r.OKAfter2s)/2, pct(r.Successes, r.Requests), round(r.FailP99), r.ShedAfter, pct(r.AfterSuccess, r.AfterRequests))
 		}
 		return
 	}
 	if sc.Shape == "steady" {
-		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v; %s%s; %s\n\n",
-			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, ra, runsText(runs))
+		weak := ""
+		if sc.WeakRate > 0 {
+			weak = fmt.Sprintf(", after the outage %d req/s at most (503 beyond)", sc.WeakRate)
+		}
+		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v%s; %s%s; %s\n\n",
+			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, weak, mode, ra, runsText(runs))
 		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | first success after recovery | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, r := range rs {
@@ -374,12 +392,12 @@ func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
 	}
 	fmt.Fprintf(w, "\n%s: %d GETs at t=0, %v outage; capacity %d × %v; %s%s; %s\n\n",
 		sc.Name, sc.N, sc.Outage, sc.Capacity, sc.Work, mode, ra, runsText(runs))
-	fmt.Fprintln(w, "| contender | attempts | amplification | peak /100ms outage | peak /100ms after | success | p50 | p99 | done after |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| contender | attempts | amplification | peak /100ms outage | peak /100ms after | success | p50 | p99 | done after | 503s shed after |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %d | %.2f× | %d | %d | %.1f%% | %v | %v | %.1fs |\n",
+		fmt.Fprintf(w, "| %s | %d | %.2f× | %d | %d | %.1f%% | %v | %v | %.1fs | %d |\n",
 			r.Contender, r.Attempts, r.Amplification(), r.PeakOutage, r.PeakRecovery,
-			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds())
+			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds(), r.ShedAfter)
 	}
 }
 
@@ -451,6 +469,32 @@ func writeCSV(path string, rs []Result) error {
 		for i, v := range r.Series {
 			w.Write([]string{r.Contender, itoa(int64(i) * int64(bucket/time.Millisecond)), itoa(v)})
 		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSummary writes a scenario's figures per contender, one row each:
+// the requests and attempts, the success of all requests, of those
+// started in the outage and in the 2 s after it, and the 503s the server
+// shed after it.
+func writeSummary(path string, rs []Result) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"contender", "requests", "attempts", "successes", "outage_requests", "outage_successes",
+		"after2s_requests", "after2s_successes", "after2s_success_pct", "shed_after", "first_ok_ms"})
+	for _, r := range rs {
+		w.Write([]string{r.Contender, strconv.Itoa(r.Requests), itoa(r.Attempts), strconv.Itoa(r.Successes),
+			strconv.Itoa(r.OutageRequests), strconv.Itoa(r.OutageSuccess), strconv.Itoa(r.AfterRequests),
+			strconv.Itoa(r.AfterSuccess), strconv.FormatFloat(pct(r.AfterSuccess, r.AfterRequests), 'f', 1, 64),
+			itoa(r.ShedAfter), itoa(max(r.FirstOK.Milliseconds(), -1))})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -1,10 +1,11 @@
 package main
 
 // The storm engine: a server that goes down for D, then serves a bounded
-// capacity (or, for overload, serves a fixed rate and refuses the excess
-// at once, never down); clients that send a burst, a steady stream (open
-// loop) or one request after another (closed loop) through a contender's
-// RoundTripper; and what the server saw, per 100 ms.
+// capacity (and, if weak, a fixed rate, refusing the excess at once), or,
+// for overload, serves a fixed rate and refuses the excess at once, never
+// down; clients that send a burst, a steady stream (open loop) or one
+// request after another (closed loop) through a contender's RoundTripper;
+// and what the server saw, per 100 ms.
 
 import (
 	"context"
@@ -50,6 +51,7 @@ type Scenario struct {
 	QuotaWindow time.Duration
 	Flap        time.Duration // if set: through the outage, the server is down for Flap and up for Flap, in turn, starting down
 	Refuse      bool          // if set: the outage refuses connections (the listener is closed, its connections too) instead of answering 503; each refused dial counts as an attempt
+	WeakRate    int           // if > 0: from the end of the outage, the server serves at most this many requests a second (RateCap's bucket) and refuses the excess with 503 at once, as well as its Capacity
 }
 
 // Step is a change of the server's capacity, at a time from the start.
@@ -227,10 +229,10 @@ func (s *server) quota(w http.ResponseWriter, t time.Duration) {
 	io.WriteString(w, "ok")
 }
 
-// admit takes a token of the RateCap bucket (a twentieth of a second's
-// worth at most), at t; mu is held.
-func (s *server) admit(t time.Duration) bool {
-	rate := float64(s.sc.RateCap)
+// admit takes a token of a bucket that fills at rate a second (a
+// twentieth of a second's worth at most: RateCap's, or WeakRate's once the
+// outage is over), at t; mu is held.
+func (s *server) admit(rate float64, t time.Duration) bool {
 	s.tokens = min(s.tokens+(t-s.refilled).Seconds()*rate, max(rate/20, 1))
 	s.refilled = t
 	if s.tokens < 1 {
@@ -274,7 +276,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.sc.RateCap > 0 {
-		ok := s.admit(t)
+		ok := s.admit(float64(s.sc.RateCap), t)
 		s.mu.Unlock()
 		if !ok {
 			s.shed.Add(1)
@@ -285,7 +287,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 		return
 	}
+	weak := s.sc.WeakRate > 0 && t >= s.downTo && !s.admit(float64(s.sc.WeakRate), t)
 	s.mu.Unlock()
+	if weak {
+		s.shed.Add(1) // recovered, but weak: the excess over WeakRate is shed
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	if s.down(t) {
 		if s.sc.Refuse {
 			// Caught on a connection made before the listener closed:
@@ -307,7 +315,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.inflight.Add(1) > int64(capacity) {
 		s.inflight.Add(-1)
-		s.shed.Add(1)
+		if t >= s.downTo {
+			s.shed.Add(1)
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}

@@ -170,3 +170,37 @@ func TestFlapAndRefuseShapes(t *testing.T) {
 			r.Requests, r.OutageRequests, r.OutageSuccess, r.OutageAttempts, r.Successes)
 	}
 }
+
+// recovery-weak's server comes back serving 1.5 × the offered rate: with
+// no retries, every request started after the outage is served and none
+// is shed, none started in it is; offered twice what it serves after the
+// outage (and served in full before it), it sheds about half.
+func TestRecoveryWeakShape(t *testing.T) {
+	base := Scenario{Rate: 100, Warmup: 300 * time.Millisecond, Recovery: 600 * time.Millisecond, Capacity: 50,
+		Work: time.Millisecond, Timeout: 10 * time.Second}
+	sc := recoveryWeak(base)
+	if sc.Name != "recovery-weak" || sc.Instances != 50 || sc.WeakRate != 150 || sc.Outage != 30*time.Second {
+		t.Fatalf("recoveryWeak: %+v; want fleet-D30-K50's shape, served at 150 a second after the outage", sc)
+	}
+	sc.Outage = 300 * time.Millisecond
+	r, err := Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Down in [300, 600) ms: about 30 of the 120 requests; 60 after it.
+	if r.Requests != 120 || r.OutageRequests < 27 || r.OutageRequests > 33 || r.OutageSuccess != 0 ||
+		r.Successes != r.Requests-r.OutageRequests || r.ShedAfter != 0 || r.AfterRequests < 55 || r.AfterSuccess != r.AfterRequests {
+		t.Errorf("bare, recovery-weak: %d requests, %d in the outage (%d ok), %d ok in all, %d of %d ok after it, %d shed; want 120, about 30 (none ok), the rest ok, none shed",
+			r.Requests, r.OutageRequests, r.OutageSuccess, r.Successes, r.AfterSuccess, r.AfterRequests, r.ShedAfter)
+	}
+	sc.WeakRate = sc.Rate / 2
+	r, err = Run(sc, bench.Bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Requests - r.OutageRequests - r.AfterRequests
+	if r.ShedAfter < 20 || r.ShedAfter > 40 || r.Successes < before+20 || int64(r.Successes) != int64(r.Requests-r.OutageRequests)-r.ShedAfter {
+		t.Errorf("bare, served at half the offered rate after the outage: %d shed, %d ok of %d (%d before the outage); want about 30 of the 60 after it shed, the rest ok",
+			r.ShedAfter, r.Successes, r.Requests, before)
+	}
+}
