@@ -1,9 +1,11 @@
 // This file holds the Transport and its retry loop. The loop reads as:
-// send an attempt, record it once, stop unless it failed in a way worth
-// retrying, decide (decide.go), wait, next attempt. What each step needs is
-// elsewhere: attempt.go (the call and its attempts), decide.go (the give-up
-// ladder), internal/admission (the per-host controllers: budget, breaker
-// and pacers, over the host's health; their options in overload.go),
+// admit the request (First), send an attempt, record it once (Done), stop
+// unless it failed in a way worth retrying, decide (decide.go), wait as
+// admission says (Retry), next attempt. What each step needs is
+// elsewhere: attempt.go (the call and its attempts), decide.go (the
+// give-up ladder), internal/admission (the per-host controllers: budget,
+// breaker and pacers, over the host's health; their options in
+// overload.go),
 // report.go (metrics, logs and the attempt hook), errors.go
 // (reasons and errors), options.go and config.go (options).
 

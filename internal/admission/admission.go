@@ -9,11 +9,12 @@
 // rate limit (staticrate.go), quota pacing (quota.go) and the concurrency
 // limit (limit.go), all off by default. The host's health (health.go) is
 // the one score they read. What the controllers took for an attempt is
-// its permit (ticket.p): given back whole (cancel) if the attempt is not
+// its permit (Ticket.p): given back (giveBack) if the attempt is not
 // sent, told how it ended (record) if it is. The rules, in full, are in
 // docs/overload.md and the package documentation, "Admission" and
-// "Pacing". The Transport asks it through a Gate, with a Ticket per
-// request.
+// "Pacing". A host keeps a few words until it first fails (host.go). The
+// Transport asks it four things on a Ticket per request: First, Done,
+// Retry and Hedge (ticket.go, retry.go).
 package admission
 
 import (

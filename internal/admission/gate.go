@@ -1,7 +1,7 @@
-// This file holds the Gate, a Transport's admission, and its Tickets: how
-// a host's list of controllers is made, asked about an attempt (with the
-// waits a pacer asks for), given back what an attempt not sent took, and
-// told how each attempt ended.
+// This file holds the Gate, a Transport's admission: how its settings
+// make a host's list of controllers, how the list is asked about an
+// attempt (with the waits a pacer asks for) and told how each attempt
+// ended, and how a breaker's transitions are reported.
 
 package admission
 

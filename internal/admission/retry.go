@@ -1,7 +1,6 @@
-// This file holds what becomes of a retry that the ladder allows: charged
-// and sent after its wait, held by the breaker until the host answers or
-// its limit, or given up; and of a hedge, which the same controllers
-// judge.
+// This file holds Retry, the fourth call on a Ticket: what becomes of a
+// retry that the ladder allows: charged and sent after its wait, held by
+// the breaker until the host answers or its limit, paced, or given up.
 
 package admission
 
