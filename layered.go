@@ -257,3 +257,16 @@ func (k *call) layered(source int) {
 			slog.String("advice", advice))
 	}
 }
+
+// maxAttempts is the request's attempts in all: WithMaxAttempts, or, when
+// a layer above owns its schedule, two (one retry, to save a transient
+// failure inside the layer's try), one while the host is failing.
+func (k *call) maxAttempts() int {
+	switch {
+	case !k.owned:
+		return k.c.maxAttempts
+	case k.failing:
+		return 1
+	}
+	return min(k.c.maxAttempts, 2)
+}

@@ -263,19 +263,6 @@ func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	return f
 }
 
-// maxAttempts is the request's attempts in all: WithMaxAttempts, or, when
-// a layer above owns its schedule, two (one retry, to save a transient
-// failure inside the layer's try), one while the host is failing.
-func (k *call) maxAttempts() int {
-	switch {
-	case !k.owned:
-		return k.c.maxAttempts
-	case k.failing:
-		return 1
-	}
-	return min(k.c.maxAttempts, 2)
-}
-
 // noResponse is the error a request that gives up without a response ends
 // with: err, and the last attempt's error if it had one.
 func noResponse(r *result, err error) error {

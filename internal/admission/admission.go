@@ -32,13 +32,13 @@ type controller interface {
 	// its place in a line moves: then it is asked again), hold (the
 	// breaker's queue keeps it until it may go) or refuse, with a
 	// reason. A kind that is not its to judge is sent.
-	admit(a ask) verdictOf
+	admit(a query) verdict
 	// giveBack gives back what admit took for an attempt that is not sent,
 	// its place in a line included, at.
 	giveBack(t permit, at time.Time)
 	// observe takes the fresh outcome of an attempt to the host, and
 	// reports a transition it made.
-	observe(o seen) change
+	observe(o observation) change
 	// idle reports whether forgetting the host at now would lose
 	// nothing of the controller's: nothing held, in use, awaited or known
 	// to reset later.
@@ -62,8 +62,8 @@ const (
 // pacers judge.
 func (k kind) sending() bool { return k == kindFirst || k == kindSend }
 
-// ask is one question to the controllers.
-type ask struct {
+// query is one question to the controllers.
+type query struct {
 	kind     kind
 	sec      int64         // the Unix second asked in
 	healthy  bool          // the host is not failing
@@ -83,7 +83,7 @@ const (
 	actSend act = iota
 	actHold
 	actRefuse
-	actWait // pacers: wait for verdictOf.wait or wake, then ask again
+	actWait // pacers: wait for verdict.wait or wake, then ask again
 )
 
 // A waiter is an attempt's place in a pacer's line (the static rate's,
@@ -155,8 +155,8 @@ func (t permit) of(i int) permit {
 	return t
 }
 
-// verdictOf is a controller's answer.
-type verdictOf struct {
+// verdict is a controller's answer.
+type verdict struct {
 	act    act
 	reason Reason        // with actRefuse; with actWait, if it cannot wait
 	wait   time.Duration // with actWait: how long at most; < 0: until wake
@@ -167,17 +167,17 @@ type verdictOf struct {
 
 // tookIt is the verdict of a pacer that let an attempt go and took
 // something for it, to be given back or told how it ended.
-var tookIt = verdictOf{act: actSend, permit: permit{took: true}}
+var tookIt = verdict{act: actSend, permit: permit{took: true}}
 
 var (
-	send = verdictOf{act: actSend}
-	hold = verdictOf{act: actHold}
+	send = verdict{act: actSend}
+	hold = verdict{act: actHold}
 )
 
-func refuse(r Reason) verdictOf { return verdictOf{act: actRefuse, reason: r} }
+func refuse(r Reason) verdict { return verdict{act: actRefuse, reason: r} }
 
-// seen is the outcome of an attempt, as the controllers are told it.
-type seen struct {
+// observation is the outcome of an attempt, as the controllers are told it.
+type observation struct {
 	answered bool   // the host did its job
 	failed   bool   // a fresh failure worth retrying
 	retry    bool   // the attempt was a retry or a probe

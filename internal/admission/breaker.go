@@ -153,7 +153,7 @@ const minProbeGap = 20 * time.Millisecond
 // probes follow the traffic, a sixth of it at most.
 const failFastEvery = 6
 
-func (cb *circuit) admit(a ask) verdictOf {
+func (cb *circuit) admit(a query) verdict {
 	if a.kind == kindSend || !cb.isOpen.Load() {
 		return send
 	}
@@ -170,7 +170,7 @@ func (cb *circuit) admit(a ask) verdictOf {
 		}
 		return hold
 	case cb.probing == 0 && (!now.Before(cb.nextProbe) || (a.kind == kindFirst && cb.refused >= failFastEvery-1)):
-		return verdictOf{act: actSend, permit: permit{probe: cb.claim(now)}}
+		return verdict{act: actSend, permit: permit{probe: cb.claim(now)}}
 	}
 	if a.kind == kindFirst {
 		cb.refused++
@@ -189,7 +189,7 @@ func (cb *circuit) giveBack(t permit, now time.Time) {
 
 // observe takes a fresh outcome, at o.at; it reports a transition, if one
 // happened, and queues it for the Gate to report (takeEvents).
-func (cb *circuit) observe(o seen) change {
+func (cb *circuit) observe(o observation) change {
 	if !o.answered && !o.failed && o.probe == 0 {
 		return change{}
 	}
@@ -212,7 +212,7 @@ func (cb *circuit) observe(o seen) change {
 // unmoved reports, without a lock, that o changes nothing in the
 // circuit: it is closed, holds and lends nothing, and o is no probe's, and
 // an answer or a failure that opens nothing.
-func (cb *circuit) unmoved(o seen) bool {
+func (cb *circuit) unmoved(o observation) bool {
 	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.lending.Load() && o.probe == 0
 	return quiet && (o.answered || !o.trip)
 }
@@ -235,14 +235,14 @@ func (cb *circuit) quiet() bool {
 
 // noteRetry keeps retryFailed: set by a failed retry or probe, cleared by
 // an answer. It writes only when it changes.
-func (cb *circuit) noteRetry(o seen) {
+func (cb *circuit) noteRetry(o observation) {
 	if f := o.failed && o.retry; (f || o.answered) && cb.retryFailed.Load() != f {
 		cb.retryFailed.Store(f)
 	}
 }
 
 // observeLocked applies an outcome; mu is held.
-func (cb *circuit) observeLocked(o seen, now time.Time) change {
+func (cb *circuit) observeLocked(o observation, now time.Time) change {
 	var ch change
 	switch {
 	case o.answered:

@@ -41,25 +41,25 @@ func tAt(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond)
 
 // fail and ok tell cb of an attempt that failed or was answered at ms.
 func cbFail(cb *circuit, ms int, retry, trip bool) change {
-	return cb.observe(seen{failed: true, retry: retry, trip: trip, at: tAt(ms)})
+	return cb.observe(observation{failed: true, retry: retry, trip: trip, at: tAt(ms)})
 }
 
 func cbOK(cb *circuit, ms int, retry, lend bool) change {
-	return cb.observe(seen{answered: true, retry: retry, lend: lend, at: tAt(ms)})
+	return cb.observe(observation{answered: true, retry: retry, lend: lend, at: tAt(ms)})
 }
 
 func TestCircuitOpensAndClosesInOrder(t *testing.T) {
 	cb := newCircuit(Breaker{})
-	if v := cb.admit(ask{kind: kindRetry, at: tAt(0)}); v.act != actSend {
+	if v := cb.admit(query{kind: kindRetry, at: tAt(0)}); v.act != actSend {
 		t.Fatalf("closed: a retry is %v, want sent", v.act)
 	}
 	if ch := cbFail(cb, 0, false, true); !ch.opened {
 		t.Fatal("a failure at the threshold did not open it")
 	}
-	if v := cb.admit(ask{kind: kindRetry, at: tAt(1)}); v.act != actHold {
+	if v := cb.admit(query{kind: kindRetry, at: tAt(1)}); v.act != actHold {
 		t.Errorf("open: a retry is %v, want held", v.act)
 	}
-	if v := cb.admit(ask{kind: kindFirst, at: tAt(1)}); v.act != actSend {
+	if v := cb.admit(query{kind: kindFirst, at: tAt(1)}); v.act != actSend {
 		t.Errorf("open: a first attempt is %v, want sent (never held)", v.act)
 	}
 	if ch := cbOK(cb, 5, false, false); !ch.closed {
@@ -77,18 +77,18 @@ func TestCircuitOpensAndClosesInOrder(t *testing.T) {
 func TestCircuitFailFastProbes(t *testing.T) {
 	cb := newCircuit(Breaker{FailFast: true, ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
-	if v := cb.admit(ask{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != reasonCircuitOpen {
+	if v := cb.admit(query{kind: kindFirst, at: tAt(50)}); v.act != actRefuse || v.reason != reasonCircuitOpen {
 		t.Fatalf("before the probe time: %v %q, want refused, circuit_open", v.act, v.reason)
 	}
-	v := cb.admit(ask{kind: kindFirst, at: tAt(100)})
+	v := cb.admit(query{kind: kindFirst, at: tAt(100)})
 	if v.act != actSend || v.probe == 0 {
 		t.Fatalf("at the probe time: %v (probe %d), want sent as the probe", v.act, v.probe)
 	}
-	if w := cb.admit(ask{kind: kindFirst, at: tAt(101)}); w.act != actRefuse {
+	if w := cb.admit(query{kind: kindFirst, at: tAt(101)}); w.act != actRefuse {
 		t.Errorf("a second probe at once: %v, want refused (one at a time)", w.act)
 	}
 	cb.giveBack(permit{probe: v.probe}, tAt(102)) // not sent after all: another may go
-	if w := cb.admit(ask{kind: kindFirst, at: tAt(103)}); w.act != actSend || w.probe == 0 {
+	if w := cb.admit(query{kind: kindFirst, at: tAt(103)}); w.act != actSend || w.probe == 0 {
 		t.Errorf("after the probe was given back: %v, want the next probe", w.act)
 	}
 }
@@ -109,7 +109,7 @@ func TestCircuitHoldProbeAndLimit(t *testing.T) {
 		t.Fatalf("at 100ms: %v %v %d, want the probe", done, end, ticket)
 	}
 	cbFail(cb, 110, true, false) // the probe failed: a retry failed
-	cb.observe(seen{failed: true, retry: true, probe: ticket, at: tAt(110)})
+	cb.observe(observation{failed: true, retry: true, probe: ticket, at: tAt(110)})
 	w = cb.enter(&holder{failed: tAt(0), notBefore: tAt(0), limit: tAt(1000)}, tAt(120))
 	if end, _, done, _, _ = cb.turn(w, tAt(1000)); !done || end != holdGiveUp {
 		t.Errorf("at its limit after a failed probe: %v %v, want to give up", done, end)
@@ -155,7 +155,7 @@ func TestCircuitProbeLeavesTimeToAnswer(t *testing.T) {
 	cb = newCircuit(Breaker{ProbeBackoff: constant(100 * time.Millisecond)})
 	cbFail(cb, 0, false, true)
 	for _, rtt := range []time.Duration{10, 10, 10} {
-		cb.observe(seen{failed: true, replied: true, rtt: int64(rtt * time.Millisecond), at: tAt(0)})
+		cb.observe(observation{failed: true, replied: true, rtt: int64(rtt * time.Millisecond), at: tAt(0)})
 	}
 	if end := probe(cb, 130, 50*time.Millisecond); end != holdProbe {
 		t.Errorf("30ms left, the host answers in 10ms: %v, want the probe (the host's usual answer, not its own)", end)
@@ -223,11 +223,11 @@ func TestLoanEndsWhenTheHostFailsAgain(t *testing.T) {
 	if !cb.lends() {
 		t.Fatal("the recovery from an outage lends nothing")
 	}
-	cb.observe(seen{failed: true, at: tAt(105)}) // a failure, the host not failing yet
+	cb.observe(observation{failed: true, at: tAt(105)}) // a failure, the host not failing yet
 	if !cb.lends() {
 		t.Error("a failure of a host that is not failing ended the loan")
 	}
-	cb.observe(seen{failed: true, failing: true, at: tAt(110)})
+	cb.observe(observation{failed: true, failing: true, at: tAt(110)})
 	if cb.lends() {
 		t.Error("a loan outlived a failure that left the host failing, with the breaker closed")
 	}

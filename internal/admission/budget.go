@@ -185,7 +185,7 @@ type budgetCtl struct {
 	e *hostEntry[hostBudget]
 }
 
-func (c *budgetCtl) admit(a ask) verdictOf {
+func (c *budgetCtl) admit(a query) verdict {
 	h := &c.e.v
 	switch a.kind {
 	case kindSend:
@@ -200,7 +200,7 @@ func (c *budgetCtl) admit(a ask) verdictOf {
 		return send // never reached the server: it costs it nothing
 	}
 	if c.b.allow(h, a.sec, a.healthy) {
-		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
+		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
 	}
 	return refuse(reasonBudget)
 }
@@ -276,7 +276,7 @@ func (c *budgetCtl) giveBack(t permit, _ time.Time) {
 
 // observe gives back whole a lent retry that the host answered: it is
 // no longer counted among the retries, and owes nothing (repay).
-func (c *budgetCtl) observe(o seen) change {
+func (c *budgetCtl) observe(o observation) change {
 	if o.lent != 0 && o.answered {
 		c.b.refund(&c.e.v, o.lent)
 		c.repay()

@@ -179,15 +179,15 @@ func TestBudgetLoanAnswered(t *testing.T) {
 	for range 3 {
 		c.lend(sec)
 	}
-	c.observe(seen{answered: true, lent: sec})
-	c.observe(seen{answered: true, retry: true}) // not lent: repays nothing
+	c.observe(observation{answered: true, lent: sec})
+	c.observe(observation{answered: true, retry: true}) // not lent: repays nothing
 	if got := sum(c.e.v.counted(), sec, budgetBuckets); got != 2 {
 		t.Errorf("%v retries counted after one lent retry was answered, want 2", got)
 	}
 	if got := c.e.v.owed.Load(); got != 20 {
 		t.Errorf("%d first attempts owed after one of 3 lent retries was answered, want 20", got)
 	}
-	c.observe(seen{failed: true, lent: sec})
+	c.observe(observation{failed: true, lent: sec})
 	if got := c.e.v.owed.Load(); got != 20 {
 		t.Errorf("%d first attempts owed after a lent retry failed, want 20 still", got)
 	}
@@ -198,7 +198,7 @@ func TestBudgetLoanAnswered(t *testing.T) {
 	for range 10 {
 		c.countFirst(sec)
 	}
-	c.observe(seen{answered: true, lent: sec}) // an answer after the debt is paid: nothing below 0
+	c.observe(observation{answered: true, lent: sec}) // an answer after the debt is paid: nothing below 0
 	if !c.solvent() || c.e.v.owed.Load() != 0 {
 		t.Errorf("owed %d once every lent retry was answered, sent back or repaid, want 0", c.e.v.owed.Load())
 	}
@@ -211,10 +211,10 @@ func TestBudgetHoldsNone(t *testing.T) {
 	var c budgetCtl
 	c.attach(share(0.1, 10), "h", unixSecond())
 	sec := unixSecond()
-	if v := c.admit(ask{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != reasonBudget {
+	if v := c.admit(query{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != reasonBudget {
 		t.Errorf("a retry that only the floor fits, on a failing host: %v (%s), want refused, budget", v.act, v.reason)
 	}
-	if v := c.admit(ask{kind: kindRetry, sec: sec, healthy: true}); v.act != actSend || !v.charged {
+	if v := c.admit(query{kind: kindRetry, sec: sec, healthy: true}); v.act != actSend || !v.charged {
 		t.Errorf("the same on a healthy host: %v, want sent and charged", v.act)
 	}
 }

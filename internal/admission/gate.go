@@ -175,7 +175,7 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 // take goes into the permit (t.p); an attempt that does not go takes
 // nothing. A wait that the context ends returns its error, with the
 // waiting pacer's reason, none if the caller canceled it.
-func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
+func (g *Gate) admit(t *Ticket, a query) (verdict, error) {
 	held := false
 	for i, c := range t.hs.list() {
 		v, err := t.asked(c, a)
@@ -201,7 +201,7 @@ func (g *Gate) admit(t *Ticket, a ask) (verdictOf, error) {
 // asked is c's answer about an attempt, asked again after each wait it
 // asks for: at a time, or when its line moves. A wait that ends with the
 // context leaves the line, and refuses with the context's error.
-func (t *Ticket) asked(c controller, a ask) (verdictOf, error) {
+func (t *Ticket) asked(c controller, a query) (verdict, error) {
 	began := a.now
 	for turn := 0; ; turn++ {
 		v := c.admit(a)
@@ -245,7 +245,7 @@ func callersEnd(reason Reason, err error) Reason {
 // done tells each controller how the attempt of the permit ended (o),
 // with what it took for it, and reports the transition one made; the
 // permit is used.
-func (t *Ticket) done(o seen) (ch change) {
+func (t *Ticket) done(o observation) (ch change) {
 	p := t.p
 	t.p = permit{}
 	for i, c := range t.hs.list() {
@@ -264,7 +264,7 @@ func (t *Ticket) done(o seen) (ch change) {
 // after a failure.
 func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	hs := t.hs
-	o := g.seenOf(t, r)
+	o := g.observe(t, r)
 	if !g.paced && o.answered && o.probe == 0 && o.lent == 0 && (hs.ctl.Load() == nil || hs.circuit().quiet()) {
 		// The success path: an answer from a host that has never failed
 		// (no controls), or has nothing held, tells the controllers
@@ -286,14 +286,14 @@ func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	return !o.answered && hs.health.failing(o.now)
 }
 
-// seenOf takes an attempt's result into the host's health, and says what
+// observe takes an attempt's result into the host's health, and says what
 // the controllers are told of it: an answer (lend: from a host that
 // served no one, with a budget that owes nothing), a fresh failure (trip:
 // one that opens the breaker), or nothing (a stale failure, a cancel);
 // and, with pacers, how it went.
-func (g *Gate) seenOf(t *Ticket, r Outcome) seen {
+func (g *Gate) observe(t *Ticket, r Outcome) observation {
 	hs := t.hs
-	o := seen{retry: t.retry, probe: t.p.probe, replied: r.Status != 0}
+	o := observation{retry: t.retry, probe: t.p.probe, replied: r.Status != 0}
 	if t.p.lent {
 		o.lent = t.p.chargedSec
 	}

@@ -73,7 +73,7 @@ func (l *limiter) init(cfg *Limit) {
 // place in the line (a.waiter, once it has one), to wait until it is
 // granted a slot or its deadline, or, with max waiting already, is
 // refused.
-func (l *limiter) admit(a ask) verdictOf {
+func (l *limiter) admit(a query) verdict {
 	switch {
 	case a.kind == kindHedge:
 		return refuse(reasonLimit) // a copy would hold no slot: none
@@ -84,7 +84,7 @@ func (l *limiter) admit(a ask) verdictOf {
 	defer l.mu.Unlock()
 	if w := a.waiter; w != nil {
 		if w.granted() {
-			return verdictOf{act: actSend, permit: permit{took: true}}
+			return verdict{act: actSend, permit: permit{took: true}}
 		}
 		if a.deadline != 0 && a.now >= a.deadline {
 			l.leaveLocked(w)
@@ -95,7 +95,7 @@ func (l *limiter) admit(a ask) verdictOf {
 	switch {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
-		return verdictOf{act: actSend, permit: permit{took: true}}
+		return verdict{act: actSend, permit: permit{took: true}}
 	case len(l.waiters) >= l.cfg.Max:
 		return refuse(reasonLimit)
 	}
@@ -106,8 +106,8 @@ func (l *limiter) admit(a ask) verdictOf {
 
 // wait is the verdict of w, in line: wait until it is granted a slot, or
 // until its deadline.
-func (l *limiter) wait(a ask, w *waiter) verdictOf {
-	v := verdictOf{act: actWait, reason: reasonLimit, wake: w.wake, waiter: w, wait: -1}
+func (l *limiter) wait(a query, w *waiter) verdict {
+	v := verdict{act: actWait, reason: reasonLimit, wake: w.wake, waiter: w, wait: -1}
 	if a.deadline != 0 {
 		v.wait = time.Duration(a.deadline - a.now)
 	}
@@ -160,7 +160,7 @@ func (l *limiter) releaseLocked() {
 
 // observe frees the slot of an attempt that ended and, with a range,
 // adapts the limit to how it ended.
-func (l *limiter) observe(o seen) change {
+func (l *limiter) observe(o observation) change {
 	if !o.took {
 		return change{}
 	}
@@ -190,7 +190,7 @@ func (l *limiter) observe(o seen) change {
 // themselves (±30% and more) and that is loaded from the first request,
 // so that no round shows its own spread, looks queued, and the limit
 // falls towards min. docs/overload.md says so; min is the floor.
-func (l *limiter) adapt(o seen) {
+func (l *limiter) adapt(o observation) {
 	slow := l.slow(o)
 	switch {
 	case o.rejected:
@@ -209,7 +209,7 @@ func (l *limiter) adapt(o seen) {
 // slow notes how long o took, and reports whether that was slow: more
 // than limitTolerance × the fastest answer of this window and the last
 // (a window is limitMinWindow long); mu is held.
-func (l *limiter) slow(o seen) bool {
+func (l *limiter) slow(o observation) bool {
 	if o.now-l.windowAt > int64(limitMinWindow) {
 		l.minRTT = [2]int64{0, l.minRTT[0]}
 		l.leastSlow = [2]float64{1, l.leastSlow[0]}

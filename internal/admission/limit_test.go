@@ -67,7 +67,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		s := &secs[int(e.at/time.Second)]
 		s.served++
 		s.admitted = append(s.admitted, e.at-e.start)
-		l.observe(seen{took: true, sent: true, now: base + int64(e.at), start: base + int64(e.start), rtt: int64(e.at - e.start)})
+		l.observe(observation{took: true, sent: true, now: base + int64(e.at), start: base + int64(e.start), rtt: int64(e.at - e.start)})
 		if len(queued) > 0 && running.Len() < capacity(e.at) {
 			serve(e.at, queued[0])
 			queued = queued[1:]
@@ -88,7 +88,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		sec := &secs[int(now/time.Second)]
 		sec.arrivals++
 		sec.limitSum += l.limit
-		if v := l.admit(ask{kind: kindFirst, now: base + int64(now)}); v.act != actSend {
+		if v := l.admit(query{kind: kindFirst, now: base + int64(now)}); v.act != actSend {
 			l.giveBack(permit{waiter: v.waiter}, time.Time{}) // not one to wait in line: refused
 			sec.refused++
 			continue
@@ -99,7 +99,7 @@ func limitSimJitter(lo, hi int, rate float64, work time.Duration, jitter float64
 		case len(queued) < c:
 			queued = append(queued, now)
 		default:
-			l.observe(seen{took: true, sent: true, rejected: true, now: base + int64(now), start: base + int64(now)})
+			l.observe(observation{took: true, sent: true, rejected: true, now: base + int64(now), start: base + int64(now)})
 		}
 	}
 	secs[last].limit = l.limit
@@ -167,7 +167,7 @@ func TestConcurrencyLimitDoesNotDrift(t *testing.T) {
 // what it asks for, within d if d > 0: it reports what it took and
 // whether the attempt may go.
 func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, bool, error) {
-	a := ask{kind: kindFirst, now: mono()}
+	a := query{kind: kindFirst, now: mono()}
 	if d > 0 {
 		a.deadline = a.now + int64(d)
 	}
@@ -181,11 +181,11 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	var l limiter
 	l.init(&Limit{Min: 2, Max: 2})
 	for range 2 {
-		if v := l.admit(ask{}); v.act != actSend || !v.took {
+		if v := l.admit(query{}); v.act != actSend || !v.took {
 			t.Fatalf("a free slot: %+v", v)
 		}
 	}
-	if v := l.admit(ask{}); v.act != actWait || v.waiter == nil {
+	if v := l.admit(query{}); v.act != actWait || v.waiter == nil {
 		t.Fatalf("over the limit: %+v, want to wait in line", v)
 	} else {
 		l.giveBack(permit{waiter: v.waiter}, time.Time{}) // and it leaves the line
@@ -216,7 +216,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	if v := l.admit(ask{}); v.act != actRefuse || v.reason != reasonLimit {
+	if v := l.admit(query{}); v.act != actRefuse || v.reason != reasonLimit {
 		t.Errorf("with max waiting: %+v, want refused (limit)", v)
 	}
 	// A waiter whose deadline passes leaves the queue, with no slot.
@@ -225,7 +225,7 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 		t.Errorf("queue full: %v %v, want refused at once", got, err)
 	}
 	for want := 1; want <= 2; want++ {
-		l.observe(seen{took: true}) // one slot frees: the next in line has it
+		l.observe(observation{took: true}) // one slot frees: the next in line has it
 		for range 1000 {
 			mu.Lock()
 			n := len(order)
@@ -240,15 +240,15 @@ func TestConcurrencyLimitQueue(t *testing.T) {
 	if !slices.Equal(order, []int{0, 1}) {
 		t.Errorf("served in order %v, want [0 1]", order)
 	}
-	l.observe(seen{took: true})
+	l.observe(observation{took: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	_, got, err = waitInLine(ctx, &l, 5*time.Millisecond)
 	if !got || err != nil {
 		t.Errorf("a free slot after the others ended: %v %v", got, err)
 	}
-	l.observe(seen{took: true})
-	l.observe(seen{took: true})
+	l.observe(observation{took: true})
+	l.observe(observation{took: true})
 	if l.inflight != 0 || len(l.waiters) != 0 {
 		t.Errorf("after all ended: %d in flight, %d waiting", l.inflight, len(l.waiters))
 	}

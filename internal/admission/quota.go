@@ -88,7 +88,7 @@ func (q *quota) init(cfg *Quota) { q.cfg, q.parts, q.jitter = cfg, q.buf[:0], ra
 // admit lets an attempt go if every quota it would spend has some left;
 // otherwise it waits for the latest of their resets, plus jitter, and
 // asks again; or it is refused, if that is past its limits.
-func (q *quota) admit(a ask) verdictOf {
+func (q *quota) admit(a query) verdict {
 	switch {
 	case a.kind == kindHedge:
 		return refuse(reasonQuota) // a copy would not be counted: none
@@ -101,7 +101,7 @@ func (q *quota) admit(a ask) verdictOf {
 		if a.waited+time.Duration(wait) > q.cfg.MaxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= MaxQuotaTurns {
 			return refuse(reasonQuota)
 		}
-		return verdictOf{act: actWait, wait: time.Duration(wait), reason: reasonQuota}
+		return verdict{act: actWait, wait: time.Duration(wait), reason: reasonQuota}
 	}
 	q.spend(a.now)
 	return tookIt
@@ -185,7 +185,7 @@ func (q *quota) giveBack(t permit, _ time.Time) {
 }
 
 // observe takes what an answer says of the host's quotas.
-func (q *quota) observe(o seen) change {
+func (q *quota) observe(o observation) change {
 	if !o.took {
 		return change{}
 	}

@@ -72,12 +72,12 @@ func quotaSimSeeded(clients int, limit int, window time.Duration, offered float6
 		if c == 0 {
 			r.firstFields = true
 		}
-		qs[c].observe(seen{took: true, header: h, status: status, now: base + int64(s.at), wall: wall.Add(s.at)})
+		qs[c].observe(observation{took: true, header: h, status: status, now: base + int64(s.at), wall: wall.Add(s.at)})
 	}
 	// ask asks client c's pacing at now, for a request due by deadline:
 	// it goes, is refused, or asks again later.
 	ask_ := func(c int, now, deadline time.Duration) {
-		v := qs[c].admit(ask{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
+		v := qs[c].admit(query{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
 		switch v.act {
 		case actRefuse:
 			r.refused++
@@ -184,7 +184,7 @@ func quotaSimLatency(clients, limit int, window time.Duration, offered float64, 
 		evs = slices.Insert(evs, i, e)
 	}
 	ask := func(c int, now, deadline time.Duration) {
-		v := qs[c].admit(ask{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
+		v := qs[c].admit(query{kind: kindFirst, now: base + int64(now), deadline: base + int64(deadline)})
 		switch v.act {
 		case actRefuse:
 			r.refused++
@@ -217,7 +217,7 @@ func quotaSimLatency(clients, limit int, window time.Duration, offered float64, 
 			}
 			h := http.Header{}
 			h.Set("RateLimit", fmt.Sprintf(`"default";r=%d;t=%d`, e.left, int(math.Ceil(e.reset.Seconds()))))
-			qs[e.c].observe(seen{took: true, header: h, status: e.status, now: base + int64(e.at), wall: wall.Add(e.at)})
+			qs[e.c].observe(observation{took: true, header: h, status: e.status, now: base + int64(e.at), wall: wall.Add(e.at)})
 		}
 		ask(i%clients, now, now+timeout)
 		i++
@@ -284,7 +284,7 @@ func TestQuotaPolicyField(t *testing.T) {
 	q.init(&Quota{MaxWait: time.Minute})
 	base := int64(monoOffset)
 	h.Set("RateLimit", `"peruser";r=0;t=1;pk=:cHsdsRa894=:`)
-	q.observe(seen{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+	q.observe(observation{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
 	if len(q.parts) != 1 || q.parts[0].limit != 100 || q.parts[0].window != int64(time.Minute) {
 		t.Fatalf("parts = %+v; want the peruser quota sized 100 per minute", q.parts)
 	}
@@ -302,11 +302,11 @@ func TestQuotaPolicyRollsOverFull(t *testing.T) {
 		if stated {
 			h.Set("RateLimit-Policy", `"default";q=5;w=1`)
 		}
-		q.admit(ask{kind: kindFirst, now: base})
-		q.observe(seen{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
+		q.admit(query{kind: kindFirst, now: base})
+		q.observe(observation{took: true, header: h, status: 200, now: base, wall: time.Unix(1_800_000_000, 0)})
 		sent := 0
 		for i := range 10 { // ten attempts just after the reset, no answer yet
-			if q.admit(ask{kind: kindFirst, now: base + int64(time.Second) + int64(i)}).act == actSend {
+			if q.admit(query{kind: kindFirst, now: base + int64(time.Second) + int64(i)}).act == actSend {
 				sent++
 			}
 		}
@@ -326,7 +326,7 @@ func TestQuotaFreshWordReplaces(t *testing.T) {
 	base, sec := int64(monoOffset), int64(time.Second)
 	word := func(v string, now, start int64) {
 		h := http.Header{"Ratelimit": {v}}
-		q.observe(seen{took: true, header: h, status: 200, now: base + now, start: base + start, wall: time.Unix(1_800_000_000, 0)})
+		q.observe(observation{took: true, header: h, status: 200, now: base + now, start: base + start, wall: time.Unix(1_800_000_000, 0)})
 	}
 	word(`"default";r=0;t=30`, sec, 0)
 	word(`"default";r=5;t=2`, 2*sec, sec/2) // sent before the first word came

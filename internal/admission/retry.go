@@ -317,7 +317,7 @@ func (g *Gate) tell(t *Ticket, end holdEnd, lent bool) {
 
 // charge asks the budget for a retry leaving its hold as end says, and
 // lends beyond the share to one that a recovery released (lent).
-func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
+func (g *Gate) charge(t *Ticket, end holdEnd) (v verdict, lent bool) {
 	if g.budget == nil {
 		return send, false
 	}
@@ -339,7 +339,7 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdictOf, lent bool) {
 	v = hs.bud.admit(a)
 	if v.act != actSend && end == holdReleased && hs.circuit().borrow() {
 		hs.bud.lend(a.sec) // released by a recovery, beyond the share
-		return verdictOf{act: actSend, permit: permit{charged: true, chargedSec: a.sec, lent: true}}, true
+		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec, lent: true}}, true
 	}
 	return v, false
 }

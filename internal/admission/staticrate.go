@@ -66,7 +66,7 @@ func (s *staticRate) until(now int64, pos int) time.Duration {
 // admit takes a turn now, or takes a place in the line (a.waiter, once
 // it has one) to wait for its turn; none if its turn would come past its
 // deadline.
-func (s *staticRate) admit(a ask) verdictOf {
+func (s *staticRate) admit(a query) verdict {
 	switch {
 	case a.kind == kindHedge:
 		return refuse(reasonRate) // a copy would take no turn: none
@@ -96,7 +96,7 @@ func (s *staticRate) admit(a ask) verdictOf {
 	if s.changed == nil {
 		s.changed = make(chan struct{})
 	}
-	return verdictOf{act: actWait, reason: reasonRate, wait: d, wake: s.changed, waiter: me}
+	return verdict{act: actWait, reason: reasonRate, wait: d, wake: s.changed, waiter: me}
 }
 
 // leave takes me out of the line, if it is in it, and tells those
@@ -133,7 +133,7 @@ func (s *staticRate) giveBack(t permit, _ time.Time) {
 	}
 }
 
-func (s *staticRate) observe(seen) change { return change{} }
+func (s *staticRate) observe(observation) change { return change{} }
 
 // idle reports whether forgetting the host would lose nothing at now:
 // its bucket full, no one in line (or the rate is off).

@@ -98,7 +98,7 @@ func (t *throttle) probability() float64 {
 
 // admit refuses a first attempt with the throttle's probability, and
 // counts it either way; later attempts are the retry budget's.
-func (t *throttle) admit(a ask) verdictOf {
+func (t *throttle) admit(a query) verdict {
 	if a.kind != kindFirst {
 		return send
 	}
@@ -144,7 +144,7 @@ func (t *throttle) giveBack(permit, time.Time) {}
 // is the budget's to limit, and a host that serves every request at its
 // second attempt (a bad backend behind a balancer) serves them all, and
 // is not throttled.
-func (t *throttle) observe(o seen) change {
+func (t *throttle) observe(o observation) change {
 	if !o.sent {
 		return change{}
 	}

@@ -40,7 +40,7 @@ func throttleRunArrivals(ratio float64, rate int, poisson bool, d time.Duration,
 		}
 		ph.offered++
 		now := base + int64(t)
-		if th.admit(ask{kind: kindFirst, now: now}).act != actSend {
+		if th.admit(query{kind: kindFirst, now: now}).act != actSend {
 			continue
 		}
 		ph.sent++
@@ -49,7 +49,7 @@ func throttleRunArrivals(ratio float64, rate int, poisson bool, d time.Duration,
 			tokens--
 			ph.accepted++
 		}
-		th.observe(seen{sent: true, rejected: !ok, now: now})
+		th.observe(observation{sent: true, rejected: !ok, now: now})
 	}
 	return before, after
 }
@@ -131,10 +131,10 @@ func TestThrottleSlowHealthyHost(t *testing.T) {
 	for range 20000 {
 		now += int64(rng.ExpFloat64() * float64(20*time.Millisecond)) // 50 a second, at random
 		for len(inFlight) > 0 && inFlight[0] <= now {
-			th.observe(seen{sent: true, now: base + inFlight[0]})
+			th.observe(observation{sent: true, now: base + inFlight[0]})
 			inFlight = inFlight[1:]
 		}
-		if th.admit(ask{kind: kindFirst, now: base + now}).act != actSend {
+		if th.admit(query{kind: kindFirst, now: base + now}).act != actSend {
 			refused++
 			continue
 		}
@@ -164,18 +164,18 @@ func throttleLoss(ratio float64, rate float64, poisson bool, slots int, work, d,
 			t += time.Duration(step)
 		}
 		for len(busy) > 0 && busy[0] <= t {
-			th.observe(seen{sent: true, now: base + int64(busy[0]), start: base + int64(busy[0]-work)})
+			th.observe(observation{sent: true, now: base + int64(busy[0]), start: base + int64(busy[0]-work)})
 			busy = busy[1:]
 		}
 		now := base + int64(t)
-		if th.admit(ask{kind: kindFirst, now: now}).act != actSend {
+		if th.admit(query{kind: kindFirst, now: now}).act != actSend {
 			continue
 		}
 		if t >= warm {
 			sent++
 		}
 		if len(busy) >= slots {
-			th.observe(seen{sent: true, rejected: true, now: now, start: now})
+			th.observe(observation{sent: true, rejected: true, now: now, start: now})
 			continue
 		}
 		if t >= warm {

@@ -113,10 +113,10 @@ func (t *Ticket) Hedge() bool {
 // host is failing, and by when (mono) the attempt must have gone, the
 // sooner of the context's deadline and WithMaxElapsed's end, 0 if
 // neither.
-func (t *Ticket) question(kd kind) ask {
+func (t *Ticket) question(kd kind) query {
 	now := time.Now()
 	m := monoAt(now)
-	a := ask{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
+	a := query{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
 	if end := t.end(); !end.IsZero() {
 		a.deadline = m + max(int64(end.Sub(now)), 1)
 	}
