@@ -141,6 +141,8 @@ var readmeResults = []struct {
 	{"100.0%", "success (started in outage)", "each", []stormCell{{"steady-D1", "retryhttp"}}},
 	{"55.8%", "success (started in outage)", "each", []stormCell{{"steady-D5", "retryhttp"}}},
 	{"100.0%", "success (started in outage)", "each", []stormCell{{"steady-D5", "retryablehttp-defaults"}}},
+	{"814", "503s shed after", "each", []stormCell{{"recovery-weak", "retryhttp"}}},
+	{"419", "503s shed after", "each", []stormCell{{"recovery-weak", "failsafe-go"}}},
 	{"1.46×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-2x", "retryhttp+throttle"}}},
 	{"1.65×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-4x", "retryhttp+throttle"}}},
 	{"1.74×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-2x", "failsafe-go+throttler"}}},
