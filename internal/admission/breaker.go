@@ -23,8 +23,9 @@ const (
 //   - opens at Threshold over 10ms; any fresh answer closes it.
 //   - open: retries held (FailFast: refused, first attempts too), but one probe a host at a time.
 //   - probes: ProbeBackoff after the last failure, sooner the more are held.
-//   - an answer puts the held onto a ramp: 2 go per answered first attempt, each by its turn.
-//   - at its limit a held retry gives up if a retry failed since the last answer; else it goes.
+//   - an answer puts the held onto a ramp: one goes at once, more as they are answered, each by its turn.
+//   - a host that turns a fifth of them away is let back to slowly: one per 4 first attempts answered.
+//   - at its limit a held retry gives up if a retry failed since the last answer, or in a slowed recovery; else it goes.
 //   - one due as the probe gives up if its deadline is within the host's usual answer time.
 //
 // Its state is guarded by mu; open and the number held are mirrored in
@@ -47,23 +48,7 @@ type circuit struct {
 	refused   int       // FailFast: requests refused since the last probe
 	events    []bool    // transitions not yet reported, oldest first (true: opened)
 	held      []*holder // retries held now, oldest first
-	ramp      []*holder // released, waiting for their grant or turn, earliest due first
-	credit    int       // grants the next answers have earned for the ramp
-	// congested: a released retry has failed since the recovery began;
-	// each answer then lets one go, not two, so that what goes stays at
-	// what the host answers instead of doubling past it.
-	congested bool
-	// epoch counts the times the ramp was halted: a retry let go before
-	// its own wait has ended, and a halt since, is held again.
-	epoch uint64
-	// loan is how many retries the recovery under way may still release
-	// beyond the budget's share (lend in budget.go): set when a host that
-	// served no one answers again while the budget owes nothing; the
-	// retries held, twice over, so that those the recovered host turns
-	// away can be held and released again. It ends when the host is
-	// failing again, the breaker open or not. lending mirrors loan > 0.
-	loan    int
-	lending atomic.Bool
+	recovery            // the release under way (release.go)
 	// retryFailed: a retry or a probe has failed since the host last
 	// answered. Until one has, the failures are first attempts only, which
 	// say nothing of whether a retry would succeed (requests that each
@@ -110,11 +95,6 @@ const (
 	holdGiveUp                  // its limit, after a retry or probe failed; or due as the probe, too near its deadline
 	holdGo                      // its limit, no retry seen failing: go
 )
-
-// slowStart is how many held retries a recovery lets go at once; each
-// answer then lets more go (see answered), so that what goes doubles with
-// each round trip the host answers, until the first failure.
-const slowStart = 4
 
 // crowdSize and crowdWindow make a crowd: that many held retries whose
 // requests first failed within crowdWindow of each other failed together
@@ -210,10 +190,11 @@ func (cb *circuit) observe(o observation) change {
 }
 
 // unmoved reports, without a lock, that o changes nothing in the
-// circuit: it is closed, holds and lends nothing, and o is no probe's, and
+// circuit: it is closed, holds and lends nothing, no slowed recovery is
+// under way, and o is no probe's, and
 // an answer or a failure that opens nothing.
 func (cb *circuit) unmoved(o observation) bool {
-	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.lending.Load() && o.probe == 0
+	quiet := !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.lending.Load() && !cb.slow.Load() && o.probe == 0
 	return quiet && (o.answered || !o.trip)
 }
 
@@ -259,9 +240,7 @@ func (cb *circuit) observeLocked(o observation, now time.Time) change {
 			// An attempt failed: a recovery under way (retries on the
 			// ramp, or let go and not yet gone) halts until the next
 			// answer, and goes on at the pace of the answers.
-			if len(cb.ramp) > 0 || int(cb.nHeld.Load()) > len(cb.held) {
-				cb.congested = true
-			}
+			cb.turnedAway(o.retry, now)
 			cb.rehold()
 		}
 		if o.probe != 0 && o.probe == cb.probing {
@@ -285,46 +264,6 @@ func (cb *circuit) trip(now time.Time) {
 		cb.schedule(now)
 	}
 	cb.rehold()
-}
-
-// answered closes the circuit and releases every held retry onto the
-// ramp, in the order they were due: a slow start, slowStart at once and
-// rampPerAnswer more for each answer that follows, so that a process
-// whose callers wait on held retries frees them within a few round trips
-// of the host's, while an instance with little traffic of its own (one of
-// a fleet) lets its backlog go at its paced turns at the latest, so that a
-// fleet's backlogs do not come back together. With lend (the host served
-// no one until this answer, and the budget owes nothing), the recovery
-// may release them beyond the budget's share.
-func (cb *circuit) answered(now time.Time, retry, lend bool) {
-	cb.open, cb.probing = false, 0
-	cb.isOpen.Store(false)
-	cb.retryFailed.Store(false)
-	if lend && len(cb.held) > 0 && cb.loan == 0 {
-		cb.setLoan(2 * (len(cb.held) + len(cb.ramp)))
-	}
-	if lend || len(cb.held)+len(cb.ramp) == 0 {
-		cb.congested = false // a new recovery starts slow, and doubles
-	}
-	if len(cb.held) > 0 {
-		if len(cb.ramp) == 0 && !cb.congested {
-			cb.credit = slowStart - 2 // and the 2 this answer earns
-		}
-		cb.release(now)
-	}
-	if len(cb.ramp) > 0 {
-		// An answer to a retry (one the recovery let go, or the probe)
-		// frees its place and earns one more: what goes doubles each
-		// round trip, until an attempt fails. An answer to a first
-		// attempt frees its place only.
-		cb.credit++
-		if retry && !cb.congested {
-			cb.credit++
-		}
-		cb.grant()
-	} else {
-		cb.credit = 0
-	}
 }
 
 // schedule sets when the next probe may go: a probe interval after now,

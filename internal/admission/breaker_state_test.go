@@ -162,10 +162,11 @@ func TestCircuitProbeLeavesTimeToAnswer(t *testing.T) {
 	}
 }
 
-// A recovery lets a few held retries go at once, two more for each answer
-// to one of them (doubling each round trip), and halts at a failure: one
-// let go and not yet gone is held again. (Each goes by its paced turn at
-// the latest: held 100ms apart, they would go 100ms apart.)
+// A recovery lets one held retry go at once; each answer to one frees
+// its place, and each window of answers adds one (what goes grows by one
+// each round trip), and halts at a failure: one let go and not yet gone
+// is held again. (Each goes by its paced turn at the latest: held 100ms
+// apart, they would go 100ms apart.)
 func TestCircuitSlowStart(t *testing.T) {
 	cb := newCircuit(Breaker{ProbeBackoff: constant(time.Hour)})
 	cbFail(cb, 0, false, true)
@@ -188,11 +189,21 @@ func TestCircuitSlowStart(t *testing.T) {
 	if n := released(10); n != slowStart {
 		t.Fatalf("the recovery let %d go at once, want %d", n, slowStart)
 	}
-	for range 4 {
+	cbOK(cb, 15, false, false)
+	if n := released(15); n != 0 {
+		t.Fatalf("an answer to a first attempt let %d go, want none (it frees no retry's place)", n)
+	}
+	for range 2 {
 		cbOK(cb, 20, true, false)
 	}
-	if n := released(20); n != 8 {
-		t.Fatalf("four answers to released retries let %d go, want 8", n)
+	if n := released(20); n != 3 { // 2 places freed, and the window of 2 grew by one
+		t.Fatalf("two answers to released retries let %d go, want 3", n)
+	}
+	for range 3 {
+		cbOK(cb, 25, true, false)
+	}
+	if n := released(25); n != 4 { // 3 places freed, the window of 3 grew by one
+		t.Fatalf("three more answers let %d go, want 4", n)
 	}
 	cbOK(cb, 30, true, false) // two more granted...
 	cbFail(cb, 31, true, false)

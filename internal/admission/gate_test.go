@@ -136,8 +136,8 @@ func TestBreakerNeedsFailuresOverTime(t *testing.T) {
 }
 
 // While the breaker is open, one held retry at a time goes as the probe;
-// when an attempt succeeds, the others go onto the ramp: a few at once,
-// more with each answer after, and the rest by their paced turn (as long
+// when an attempt succeeds, the others go onto the ramp: one at once,
+// more as the host answers them, and the rest by their paced turn (as long
 // after the answer as they were due after the first of them) at the
 // latest.
 func TestBreakerProbeThenRamp(t *testing.T) {
@@ -175,11 +175,11 @@ func TestBreakerProbeThenRamp(t *testing.T) {
 		if len(got) != 0 {
 			t.Fatalf("%d retries passed while the probe was in flight", len(got))
 		}
-		feed(g, h, "S") // a first attempt is answered at 1.002s: three go (the slow start)
-		feed(g, h, "S") // another at 1.004s: one more (a first attempt's answer frees its place only)
+		feed(g, h, "S") // a first attempt is answered at 1.002s: one goes (the slow start)
+		feed(g, h, "S") // another at 1.004s: none (a first attempt's answer frees no retry's place)
 		wg.Wait()
 		close(got)
-		want := []time.Duration{1002, 1002, 1002, 1004, 1402} // ms: the last at its turn
+		want := []time.Duration{1002, 1102, 1202, 1302, 1402} // ms: the others at their turns
 		for r := range got {
 			if w := want[r.i] * time.Millisecond; r.how != "released" || r.at != w {
 				t.Errorf("held retry %d: %s at %v, want released at %v", r.i, r.how, r.at, w)

@@ -1,7 +1,6 @@
 // This file holds the breaker's queue of held retries: how a retry
 // enters it, waits its turn (a release, its paced turn, the probe, or its
-// limit) and leaves it, and how an answer releases the held as a slow
-// start.
+// limit) and leaves it.
 
 package admission
 
@@ -62,6 +61,11 @@ func (cb *circuit) quit(w *holder, now time.Time) {
 	cb.leave(w, now)
 }
 
+// minPacedHold is the shortest hold that a slowed recovery paces: one
+// shorter (a backoff of Constant(0), a test's fake that fails each
+// request twice) goes at its limit, as it would if no retry had failed.
+const minPacedHold = 10 * time.Millisecond
+
 // maxHoldTurns bounds the turns of one hold: each waits for an event or a
 // timer, so that no real hold comes near it.
 const maxHoldTurns = 1 << 20
@@ -95,7 +99,7 @@ func (cb *circuit) step(w *holder, now time.Time) (end holdEnd, ticket uint64, d
 	}
 	if !now.Before(w.limit) {
 		cb.leave(w, now)
-		if cb.retryFailed.Load() {
+		if cb.retryFailed.Load() || (cb.slow.Load() && w.limit.Sub(w.since) >= minPacedHold) {
 			return holdGiveUp, 0, true
 		}
 		return holdGo, 0, true
@@ -208,88 +212,6 @@ func (cb *circuit) probeTurn(w *holder, now time.Time) (time.Time, bool) {
 		}
 	}
 	return at, false
-}
-
-// release moves every held retry onto the ramp, each with its paced
-// turn: as long after now as it was due after the first of them (its own
-// wait, or when it was held), within half of what is left of its limit,
-// and never before its own wait; mu is held.
-func (cb *circuit) release(now time.Time) {
-	due := func(w *holder) time.Time {
-		if w.notBefore.After(w.since) {
-			return w.notBefore
-		}
-		return w.since
-	}
-	first := due(cb.held[0])
-	for _, w := range cb.held[1:] {
-		if d := due(w); d.Before(first) {
-			first = d
-		}
-	}
-	for _, w := range cb.held {
-		turn := now.Add(min(due(w).Sub(first), max(w.limit.Sub(now), 0)/2))
-		if turn.Before(w.notBefore) {
-			turn = w.notBefore
-		}
-		w.state, w.turn = holdRamping, turn
-	}
-	cb.ramp = append(cb.ramp, cb.held...)
-	slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
-	clear(cb.held)
-	cb.held = cb.held[:0]
-	cb.signal()
-}
-
-// grant lets the first retries on the ramp go, one per credit.
-func (cb *circuit) grant() {
-	for cb.credit > 0 && len(cb.ramp) > 0 {
-		w := cb.ramp[0]
-		cb.ramp[0] = nil
-		cb.ramp = cb.ramp[1:]
-		cb.credit--
-		w.state, w.epoch = holdGranted, cb.epoch
-		wakeOne(w)
-	}
-}
-
-// rehold puts the retries on the ramp back in the hold: the host failed
-// again before they went.
-func (cb *circuit) rehold() {
-	cb.epoch++
-	if len(cb.ramp) == 0 {
-		return
-	}
-	for _, w := range cb.ramp {
-		w.state = holdWaiting
-	}
-	cb.held = append(cb.held, cb.ramp...)
-	slices.SortStableFunc(cb.held, func(a, b *holder) int { return a.since.Compare(b.since) })
-	clear(cb.ramp)
-	cb.ramp, cb.credit = cb.ramp[:0], 0
-	cb.signal()
-}
-
-// setLoan sets what the recovery under way may lend; mu is held.
-func (cb *circuit) setLoan(n int) {
-	cb.loan = n
-	if cb.lending.Load() != (n > 0) {
-		cb.lending.Store(n > 0)
-	}
-}
-
-// borrow takes one retry of the recovery's loan, if any is left.
-func (cb *circuit) borrow() bool {
-	if !cb.lending.Load() {
-		return false
-	}
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	if cb.loan == 0 {
-		return false
-	}
-	cb.setLoan(cb.loan - 1)
-	return true
 }
 
 func wakeOne(w *holder) {
