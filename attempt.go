@@ -1,7 +1,7 @@
 // This file holds one logical request's state (call) and its attempts:
 // how the request is prepared once (key, body), how each attempt is built
-// and sent under its per-attempt timeout, and how its result is
-// classified and recorded once.
+// and sent under its per-attempt timeout, and how its result, classified
+// (status.go), is recorded once.
 
 package retryhttp
 
@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/admission"
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
-	"github.com/retryhttp/retryhttp/internal/recent"
 	"github.com/retryhttp/retryhttp/internal/replay"
 	"github.com/retryhttp/retryhttp/internal/rotation"
 )
@@ -39,6 +37,7 @@ type call struct {
 	owned      bool             // a layer above owns its schedule (layered.go)
 	repeat     bool             // it is itself a layer above's retry
 	failing    bool             // its host was failing as its last attempt failed (Done)
+	plain      bool             // an attempt with req's body sends req itself, or only marked (newCall)
 	hedgeAfter time.Duration    // with hedging: the host's latency after which a copy may go (First)
 	latency    time.Duration    // a hedged first attempt's winning copy's own latency, for Done
 	lastDelay  time.Duration    // the wait before the attempt in flight
@@ -62,11 +61,13 @@ type result struct {
 	declined  bool // its status is one the host answers only to what it did not process (WithUnprocessedStatuses)
 }
 
-// newCall prepares req for its attempts: it injects the idempotency key,
-// decides how the body is replayed, and whether a layer above retries
-// it. It returns the first attempt's body.
+// newCall prepares req for its attempts, in k, a zero call: it injects
+// the idempotency key, decides how the body is replayed, whether a layer
+// above retries it, and whether an attempt with req's body can send req
+// itself (marked, over a base that may hide a Transport).
+// It returns the first attempt's body.
 func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
-	*k = call{c: c, req: req, ctx: req.Context()}
+	k.c, k.req, k.ctx = c, req, req.Context()
 	k.ctxEnd, _ = k.ctx.Deadline()
 	if c.maxElapsed > 0 {
 		k.elapsedEnd = time.Now().Add(c.maxElapsed)
@@ -75,15 +76,12 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 	if method == "" {
 		method = http.MethodGet
 	}
-	c.metrics.request(method)
-	k.key(method)
-	k.detectLayered()
-	if !k.repeat && c.layers.failed.Again(req, method, recent.Second) {
-		// Counted once: a retry a layer above marked is not also a repeat.
-		k.layered(layerRepeat)
+	if c.metrics != nil {
+		c.metrics.request(method)
 	}
-	if !k.owned {
-		k.owned = c.layers.owners.Own(req.URL.Host, recent.Second)
+	k.key(method)
+	if len(req.Header) > 0 || c.layers.noted.Load() {
+		k.detectLayered(method)
 	}
 	if !k.replayable && (!c.plainBase || req.URL.Scheme == "https") {
 		// Whether an error means that nothing was sent. Over a plain
@@ -96,103 +94,80 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		// agree.
 		k.sent = sentTrace{gotConn: new(atomic.Bool), alone: c.plainBase}
 	}
-	return k.body.first(req, c.maxAttempts, c.bodyLimit)
+	body := req.Body
+	if body != nil && body != http.NoBody {
+		body = k.body.first(req, c.maxAttempts, c.bodyLimit)
+	}
+	k.plain = c.plainAttempts && c.perAttemptTimeout == 0 && k.header == nil && k.sent.gotConn == nil
+	return body
 }
 
-// key decides whether the request may be repeated: by its method, by a
-// key it carries or is given (WithIdempotencyKeys), or by its declaration.
+// key decides whether the request may be repeated: by its method (RFC
+// 9110 section 9.2.2 defines GET, HEAD, OPTIONS, TRACE, PUT and DELETE
+// as idempotent), by a key it carries or is given (WithIdempotencyKeys),
+// or by its declaration.
 func (k *call) key(method string) {
 	c, req := k.c, k.req
 	// A request declared unsafe (NotIdempotent) is repeated only with a
 	// key, whatever its method. One declared safe (Idempotent,
 	// WithIdempotentIf) needs no key, and gets none: its declaration is
 	// asked first.
-	idem := idempotentMethod(method) && !c.notIdempotent
-	k.keyed = hasIdempotencyKey(req.Header, !idem)
+	var idem bool
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		idem = !c.notIdempotent
+	}
+	k.keyed = len(req.Header) > 0 && hasIdempotencyKey(req.Header, !idem)
 	declared := !k.keyed && !idem && !c.notIdempotent && c.declaredSafe != nil && c.declaredSafe(req)
-	if !k.keyed && !declared && c.keyMethods.has(method) {
-		k.header = req.Header.Clone()
-		k.header.Set(HeaderIdempotencyKey, c.keyGen())
-		k.keyed = true
+	if !k.keyed && !declared && len(c.keyMethods) > 0 && c.keyMethods.has(method) {
+		k.header, k.keyed = withKey(req.Header, c.keyGen()), true
 	}
 	k.replayable = k.keyed || declared || idem
 }
 
-// attempt sends attempt n with the given body and classifies what it ended
-// with. It copies the request only when something differs from the
-// caller's: on the success path of a GET with the default options it sends
-// req itself, allocating nothing.
-func (k *call) attempt(n int, body io.ReadCloser) (r result) {
-	if n > 1 || k.c.guardFirst {
+// attempt sends attempt n with the given body, classifies what it ended
+// with into r, and records it once: in the metrics and the host's admission
+// state. It copies the request only when something differs from the
+// caller's: on the success path of a GET with the default options it
+// sends req itself, allocating nothing.
+func (k *call) attempt(n int, body io.ReadCloser, r *result) {
+	c := k.c
+	if n > 1 || c.guardFirst {
 		// A panic in the base must not leave the host waiting for a
 		// probe that never ends, or a pacer's slot or quota that is
 		// never given back.
 		defer func() {
 			if p := recover(); p != nil {
-				k.t.Done(admission.Outcome{Panicked: true})
+				k.t.Done(&admission.Outcome{Panicked: true})
 				panic(p)
 			}
 		}()
 	}
-	if n == 1 && k.c.hedge != nil {
-		return k.hedged(body)
+	switch {
+	case n == 1 && c.hedge != nil:
+		*r = k.hedged(body)
+	case k.plain && body == k.req.Body:
+		// Nothing to add to req (newCall): req itself, or, over a base
+		// that may hide a Transport, a copy with the owner's mark.
+		req := k.req
+		if c.markOwner {
+			req = markedCopy(req, k.ctx)
+		}
+		resp, err := c.sendChecked(req)
+		k.classify(r, resp, err, false)
+	default:
+		a := k.prepare(k.ctx, false, n, body, false)
+		resp, timedOut, err := c.transmit(&a)
+		k.hookEnd = a.end
+		k.classify(r, resp, err, timedOut)
 	}
-	a := k.prepare(k.ctx, false, n, body, false)
-	resp, timedOut, err := k.c.transmit(&a)
-	k.hookEnd = a.end
-	return k.classify(resp, err, timedOut)
-}
-
-// classify sorts what an attempt ended with.
-func (k *call) classify(resp *http.Response, err error, timedOut bool) (r result) {
-	r = result{resp: resp, err: err, outcome: outcome(resp, err, timedOut)}
-	if err == nil {
-		r.retryable = k.retryableResponse(resp)
-		r.declined = r.retryable && k.c.unprocessed.has(resp.StatusCode)
-	} else {
-		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
-			!k.lengthMismatch()
-		// Nothing was processed if no connection was had (the trace, for
-		// a request where it matters, saw none, and the error says so) or
-		// if HTTP/2 says so.
-		r.notSent = r.retryable && k.neverSent(err)
+	if c.metrics != nil {
+		c.metrics.attempt(r.outcome)
 	}
-	if k.c.retryIf != nil {
-		k.applyRetryIf(&r)
-	}
-	return r
-}
-
-// retryableResponse reports whether a response is worth retrying: by its
-// status, unless the server says otherwise (the should-retry headers of
-// internal/vendors: x-should-retry, Stripe-Should-Retry), or a 403 that
-// is a throttle. A success looks at nothing but its status.
-func (k *call) retryableResponse(resp *http.Response) bool {
-	code := resp.StatusCode
-	if code < 400 {
-		return k.retryableStatus(code)
-	}
-	if retry, said := ratelimit.ShouldRetry(resp.Header); said {
-		return retry
-	}
-	return k.retryableStatus(code) || k.c.unprocessed.has(code) || ratelimit.Throttled(code, resp.Header)
-}
-
-// retryableStatus reports whether code is worth retrying for this request.
-func (k *call) retryableStatus(code int) bool {
-	if k.c.statuses.has(code) {
-		return true
-	}
-	return code == statusConflict && k.keyed && !k.c.customStatuses
-}
-
-// record takes the result of an attempt into the metrics and the host's
-// admission state, once.
-func (k *call) record(r *result) {
-	k.c.metrics.attempt(r.outcome)
-	o := r.told()
+	var o admission.Outcome
+	r.told(&o)
 	o.Latency = k.latency
-	k.failing = k.t.Done(o)
+	k.failing = k.t.Done(&o)
 }
 
 // prepared is an attempt ready to go: its request, its per-attempt
@@ -357,10 +332,16 @@ func (c *config) transmit(a *prepared) (resp *http.Response, timedOut bool, err 
 	return resp, false, nil
 }
 
-// sendChecked sends r, keeping the RoundTripper contract for a base that
-// breaks it: a response that comes with an error is closed and dropped.
-func (c *config) sendChecked(r *http.Request) (*http.Response, error) {
-	resp, err := c.send(r)
+// sendChecked sends r through the base, bypassing the retries of a
+// Transport that base is (send), and keeps the RoundTripper contract for
+// a base that breaks it: a response that comes with an error is closed
+// and dropped.
+func (c *config) sendChecked(r *http.Request) (resp *http.Response, err error) {
+	if c.inner != nil {
+		resp, err = c.inner.config().send(r)
+	} else {
+		resp, err = c.base.RoundTrip(r)
+	}
 	if err != nil && resp != nil {
 		if resp.Body != nil {
 			resp.Body.Close()

@@ -119,8 +119,10 @@ func (b *keptBody) Close() error {
 }
 
 // detach reads a response that is not returned now but may be later, when
-// a retry that waits gives up, into memory, within its share of pool, and
-// closes it so that its connection is reused.
+// a retry that waits gives up, into memory, within its share of pool and
+// drainTimeout, and closes it so that its connection is reused. A reader
+// of what it kept ends with io.EOF if it kept all of it,
+// ErrHeldBodyTruncated if there was more, or the read's error.
 func detach(resp *http.Response, pool *memPool) {
 	if resp.Body == nil || resp.ContentLength == 0 {
 		// Nothing to keep: no copy, no allocation.
@@ -136,34 +138,27 @@ func detach(resp *http.Response, pool *memPool) {
 	}
 	got := pool.take(want)
 	buf := make([]byte, got)
-	n, end := keepBody(resp, buf)
+	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+	n, end := io.ReadFull(resp.Body, buf)
+	switch {
+	case end == io.ErrUnexpectedEOF || end == io.EOF:
+		end = io.EOF // shorter than its share: all of it is kept
+	case end != nil:
+	case resp.ContentLength < 0 || resp.ContentLength > got:
+		end = io.EOF
+		var one [1]byte
+		if m, _ := resp.Body.Read(one[:]); m > 0 || resp.ContentLength > got {
+			end = ErrHeldBodyTruncated
+		}
+	default:
+		end = io.EOF
+	}
+	t.Stop()
 	resp.Body.Close()
 	pool.put(got - int64(n))
 	b := &keptBody{end: end, pool: pool, n: int64(n)}
 	b.r.Reset(buf[:n])
 	resp.Body = b
-}
-
-// keepBody reads resp's body into buf, within drainTimeout, and says how
-// a reader of what it kept ends: io.EOF if it kept all of it,
-// ErrHeldBodyTruncated if there was more, or the read's error.
-func keepBody(resp *http.Response, buf []byte) (int, error) {
-	t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
-	defer t.Stop()
-	n, err := io.ReadFull(resp.Body, buf)
-	switch {
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		return n, io.EOF // shorter than its share: all of it is kept
-	case err != nil:
-		return n, err
-	}
-	if got := int64(len(buf)); resp.ContentLength < 0 || resp.ContentLength > got {
-		var one [1]byte
-		if m, _ := resp.Body.Read(one[:]); m > 0 || resp.ContentLength > got {
-			return n, ErrHeldBodyTruncated
-		}
-	}
-	return n, io.EOF
 }
 
 // cancelBody ends an attempt's context when the caller closes the body of
@@ -309,15 +304,19 @@ func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable 
 	return req.GetBody
 }
 
-// bodyEnd is the latest that a retry which waits delay once it has its
-// body may wait for the last body's close: the request's end (its
-// context's deadline or WithMaxElapsed) less delay; zero if it has none.
-func (k *call) bodyEnd(delay time.Duration) time.Time {
-	end := k.end()
-	if end.IsZero() {
-		return end
+// nextBody is the body of a retry that waits delay once it has it. A
+// GetBody's waits for the last body's close until the request's end (its
+// context's deadline or WithMaxElapsed) less delay at the latest, if it
+// has one.
+func (k *call) nextBody(delay time.Duration) (io.ReadCloser, error) {
+	if k.body.mode == bodyNone {
+		return k.req.Body, nil
 	}
-	return end.Add(-delay)
+	end := k.end()
+	if !end.IsZero() {
+		end = end.Add(-delay)
+	}
+	return k.body.next(k.ctx, k.req, end)
 }
 
 // end is when the request must have ended: the sooner of its context's

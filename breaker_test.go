@@ -25,7 +25,7 @@ func trip(tr *Transport, h string) {
 		time.Sleep(2 * time.Millisecond)
 		var t admission.Ticket
 		t.First(tr.c.gate, &admission.Request{Ctx: context.Background(), Scheme: "http", Host: h})
-		t.Done(admission.Outcome{Failed: true})
+		t.Done(&admission.Outcome{Failed: true})
 	}
 }
 

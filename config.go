@@ -77,6 +77,7 @@ type config struct {
 	metricsSrc        *Metrics
 	metrics           *transportMetrics // metricsSrc's series for this name
 	logger            *slog.Logger
+	reporting         bool                       // a retry is reported: there are metrics, a logger or an attempt hook (report.go)
 	logRoute          func(*http.Request) string // WithLogRoute
 	name              string
 	attemptHeader     string // WithAttemptHeader's name
@@ -89,6 +90,7 @@ type config struct {
 	layers            *layers       // retries of the layers above, seen by this Transport
 	attemptHook       func(context.Context, AttemptStart) (context.Context, func(AttemptEnd))
 	freshHeader       bool // each attempt gets a copy of the header: an attempt or deadline header, or a hook that may set some
+	plainAttempts     bool // an attempt's request gets nothing of the Transport's but the owner's mark: no fresh header or address rotation
 
 	// From a Policy: what its observability section requires, the dial
 	// timeout of the base to build, and its operations with their configs.
@@ -166,11 +168,13 @@ func (c *config) build() error {
 	}
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
 	c.freshHeader = c.attemptHeader != "" || c.deadlineHeader != "" || c.attemptHook != nil
+	c.plainAttempts = !c.freshHeader && !c.rotate
 	c.layers = new(layers)
 	c.held = newMemPool(defaultHeldBodyMemory)
 	if c.metricsSrc != nil {
 		c.metrics = c.metricsSrc.forTransport(c.name)
 	}
+	c.reporting = c.metrics != nil || c.logger != nil || c.attemptHook != nil
 	c.gate = admission.New(c.settings())
 	c.keepLast, c.guardFirst = c.admissionHolds()
 	c.operationConfigs()

@@ -19,6 +19,7 @@ type facts struct {
 	retryAfter  time.Duration // the wait the response asks for (Retry-After or a rate-limit hint), if hasRA
 	raSpread    time.Duration // retryAfter, spread upward (spread in retryafter.go)
 	hasRA       bool
+	server      time.Duration // the wait the server asked for (retryAfter, not below 0), 0 if none: admission's, not the ladder's
 	maxRA       time.Duration // WithMaxRetryAfter
 	untilDL     time.Duration // time left before the context deadline, if hasDL
 	hasDL       bool
@@ -60,12 +61,4 @@ func decide(f facts) verdict {
 		return verdict{GiveUpMaxElapsed, delay}
 	}
 	return verdict{"", delay}
-}
-
-// serverWait is the wait the server asked for (Retry-After), 0 if none.
-func (f facts) serverWait() time.Duration {
-	if f.hasRA {
-		return max(f.retryAfter, 0)
-	}
-	return 0
 }

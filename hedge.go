@@ -133,7 +133,8 @@ func (h *hedging) received(k *call, cr copyResult) (result, bool) {
 		h.finish(k)
 		panic(cr.panicked)
 	}
-	r := k.classify(cr.resp, cr.err, cr.timedOut)
+	var r result
+	k.classify(&r, cr.resp, cr.err, cr.timedOut)
 	h.dropLast(k)
 	if (r.err == nil && !r.retryable) || h.pending == 0 {
 		return h.keep(k, cr, r), true
@@ -175,7 +176,9 @@ func (k *call) unhedged(body io.ReadCloser) result {
 	a := k.prepare(k.ctx, false, 1, body, false)
 	resp, timedOut, err := k.c.transmit(&a)
 	k.hookEnd = a.end
-	return k.classify(resp, err, timedOut)
+	var r result
+	k.classify(&r, resp, err, timedOut)
+	return r
 }
 
 // hedging is the copies of one hedged attempt.
@@ -252,7 +255,9 @@ func (h *hedging) finish(k *call) {
 			k.c.metrics.attempt(outcomeError) // sent, all the same
 			continue
 		}
-		k.dropCopy(cr, k.classify(cr.resp, cr.err, cr.timedOut))
+		var r result
+		k.classify(&r, cr.resp, cr.err, cr.timedOut)
+		k.dropCopy(cr, r)
 	}
 }
 

@@ -1,6 +1,8 @@
-// This file decides whether a request may be sent more than once: by its
-// method (RFC 9110 section 9.2.2) and by an idempotency key, which it can
-// also inject. Which outcomes are worth retrying is status.go's business.
+// This file holds what tells that a request may be sent more than once,
+// beside its method (RFC 9110 section 9.2.2, applied with these in
+// attempt.go's key): an idempotency key, which it can also inject, and a
+// declaration (Idempotent, NotIdempotent, WithIdempotentIf). Which
+// outcomes are worth retrying is status.go's business.
 
 package retryhttp
 
@@ -21,17 +23,6 @@ import (
 const HeaderIdempotencyKey = "Idempotency-Key"
 
 const headerXIdempotencyKey = "X-Idempotency-Key"
-
-// idempotentMethod reports whether RFC 9110 defines method as idempotent.
-// The empty method means GET, as in net/http.
-func idempotentMethod(method string) bool {
-	switch method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
-}
 
 // hasIdempotencyKey reports whether h carries one of the two key headers.
 // Like net/http, it counts a header that is present with a nil value (which
@@ -60,6 +51,14 @@ func hasIdempotencyKey(h http.Header, thorough bool) bool {
 		}
 	}
 	return false
+}
+
+// withKey is a copy of h with key as its Idempotency-Key: the header of a
+// request that WithIdempotencyKeys gives a key.
+func withKey(h http.Header, key string) http.Header {
+	h = h.Clone()
+	h.Set(HeaderIdempotencyKey, key)
+	return h
 }
 
 // NewUUIDKey returns a random (version 4) UUID in its plain 36-character

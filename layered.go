@@ -55,9 +55,6 @@ func findInner(base http.RoundTripper) (inner *Transport, mark bool) {
 	return nil, true
 }
 
-// owned reports whether an outer Transport owns the retries of ctx.
-func owned(ctx context.Context) bool { return ctx.Value(ownerKey{}) != nil }
-
 // ownedCtx is a context marked as owned by an outer Transport's retries:
 // context.WithValue(parent, ownerKey{}, true), but of a type of our own, so
 // that it can live in one allocation with the request that carries it.
@@ -88,6 +85,14 @@ func markOwned(parent context.Context) *ownedRequest {
 	m := new(ownedRequest)
 	m.ctx.Context = parent
 	return m
+}
+
+// markedCopy is the copy of req, with its context ctx marked as owned by
+// this Transport's retries, that an attempt which adds nothing else to
+// req sends: in one allocation.
+func markedCopy(req *http.Request, ctx context.Context) *http.Request {
+	m := markOwned(ctx)
+	return withContext(m, req, &m.ctx)
 }
 
 // withContext is req.WithContext(ctx), made in m's storage if m is not nil.
@@ -130,16 +135,15 @@ type layers struct {
 	keys   recent.Keys
 	failed recent.Failures
 	owners recent.Owners // the hosts a layer above retried lately: it owns every request to them for a minute
+	noted  atomic.Bool   // failed or owners holds anything: until then a request with no header asks neither
 }
 
-// detectLayered looks at a request for the marks of a retry made above.
-// A request that carries none of the headers looked at costs a few map
-// lookups and no allocation.
-func (k *call) detectLayered() {
-	h := k.req.Header
-	if len(h) == 0 {
-		return
-	}
+// detectLayered looks at a request for the marks of a retry made above,
+// and asks whether it is the same request again right after a failure,
+// or goes to a host a layer above owns. newCall calls it for a request
+// that has headers, or once a layer above was seen.
+func (k *call) detectLayered(method string) {
+	c, h := k.c, k.req.Header
 	if v := h["Amz-Sdk-Request"]; len(v) > 0 {
 		switch attempt, most := awsAttempt(v[0]); {
 		case attempt > 1:
@@ -154,14 +158,21 @@ func (k *call) detectLayered() {
 	if retried(h["Grpc-Previous-Rpc-Attempts"]) {
 		k.layered(layerGRPC)
 	}
-	if a := k.c.attemptHeader; a != "" {
+	if a := c.attemptHeader; a != "" {
 		// Our own header, from a Transport above: a retry if it says
 		// other than its first attempt would.
-		if v := h[a]; len(v) > 0 && v[0] != k.c.attemptValueFor(1, k.c.maxAttempts) {
+		if v := h[a]; len(v) > 0 && v[0] != c.attemptValueFor(1, c.maxAttempts) {
 			k.layered(layerRetryhttp)
 		}
 	}
 	k.detectSeenAgain(h)
+	if !k.repeat && c.layers.failed.Again(k.req, method, recent.Second) {
+		// Counted once: a retry a layer above marked is not also a repeat.
+		k.layered(layerRepeat)
+	}
+	if !k.owned {
+		k.owned = c.layers.owners.Own(k.req.URL.Host, recent.Second)
+	}
 }
 
 // retried reports whether a retry-count header's values say a retry: an
@@ -216,6 +227,7 @@ func (k *call) failedAgain() {
 		method = http.MethodGet
 	}
 	k.c.layers.failed.Record(k.req, method, recent.Second())
+	k.c.layers.noted.Store(true)
 }
 
 // layered notes a request that is a layer above's retry, from source:
@@ -240,6 +252,7 @@ func (k *call) layered(source int) {
 	default:
 		k.repeat, k.owned = true, true
 		c.layers.owners.Note(k.req.URL.Host, recent.Second())
+		c.layers.noted.Store(true)
 	}
 	c.metrics.layeredRetry(source)
 	if c.logger != nil && c.layers.warned[source].CompareAndSwap(false, true) {

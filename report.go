@@ -39,11 +39,15 @@ const (
 // report reports e: the attempt hook's end of the attempt, a retry's or a
 // give-up's metrics and log record.
 func (k *call) report(e *event) {
-	k.endAttempt(e)
+	if k.hookEnd != nil {
+		k.endAttempt(e)
+	}
 	c := k.c
 	switch e.kind {
 	case evRetry:
-		c.metrics.retry(e.r.outcome, e.delay)
+		if c.metrics != nil {
+			c.metrics.retry(e.r.outcome, e.delay)
+		}
 		if c.logger != nil {
 			c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying", k.logAttrs(e.attempt, e.delay, e.r.outcome, "")...)
 		}
@@ -60,21 +64,6 @@ func (k *call) report(e *event) {
 	}
 }
 
-// finish reports how the request ended (e) and returns what RoundTrip
-// returns: the last response if there is one, with a nil error, else an
-// [*Error] that says how many attempts were made and why it stopped.
-func (k *call) finish(e *event) (*http.Response, error) {
-	k.report(e)
-	switch {
-	case e.err != nil:
-		return nil, &Error{Attempts: e.attempt, Err: e.err}
-	case e.r.resp != nil:
-		return e.r.resp, nil
-	}
-	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
-		above: e.reason == GiveUpAttempts && k.owned}
-}
-
 // refusal is the error of a request that admission refused before its
 // first attempt: the wait's, if it ended in one, else ErrCircuitOpen
 // (FailFast) or errRefused (a pacer).
@@ -88,11 +77,9 @@ func refusal(reason GiveUpReason, err error) error {
 	return errRefused
 }
 
-// endAttempt tells the attempt hook how the attempt in flight ended, once.
+// endAttempt tells the attempt hook how the attempt in flight ended, once:
+// report calls it while there is one to tell.
 func (k *call) endAttempt(e *event) {
-	if k.hookEnd == nil {
-		return
-	}
 	end := k.hookEnd
 	k.hookEnd = nil
 	a := AttemptEnd{Retried: e.kind == evRetry, GiveUp: e.reason, End: e.end}

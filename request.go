@@ -49,13 +49,13 @@ func NoRetry(ctx context.Context) context.Context {
 }
 
 // forRequest returns the config of req's operation (c, unless a policy's
-// operation matches it) with the request's own options applied.
-func (c *config) forRequest(req *http.Request) (*config, error) {
+// operation matches it) with ro, the request's own options (nil: none),
+// applied. RoundTrip calls it only if there is either.
+func (c *config) forRequest(req *http.Request, ro *requestOptions) (*config, error) {
 	if len(c.operations) > 0 {
 		c = c.operationFor(req)
 	}
-	ro, ok := req.Context().Value(requestOptionsKey{}).(*requestOptions)
-	if !ok {
+	if ro == nil {
 		return c, nil
 	}
 	if ro.err != nil {

@@ -1,8 +1,9 @@
-// This file decides which outcomes of an attempt are worth retrying: status
-// codes (statusSet) and transport errors (classifyError), and the user's
+// This file decides which outcomes of an attempt are worth retrying
+// (classify): status codes (statusSet), the server's say (should-retry
+// headers, throttles) and transport errors (classifyError), and the user's
 // own condition (WithRetryIf): the Decision it returns, and the body it
 // may read without taking it from the caller. Whether the request itself
-// may be sent again is idempotency.go's business; the method gate that
+// may be sent again is attempt.go's key and idempotency.go's business; the method gate that
 // WithRetryIf cannot lift is in decide.go.
 
 package retryhttp
@@ -22,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/retryhttp/retryhttp/internal/admission"
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
 )
 
 // statusSet is a set of HTTP status codes 0..1023 as a bitmap, so that a
@@ -208,15 +210,53 @@ func (o outcomeID) String() string {
 	return "other"
 }
 
-// outcome classifies an attempt's result. The class of an error is its
-// low-cardinality kind, never its text, which may carry a URL.
-func outcome(resp *http.Response, err error, attemptTimedOut bool) outcomeID {
-	if err == nil && resp != nil {
-		if resp.StatusCode >= 100 && resp.StatusCode < 1000 {
-			return outcomeID(resp.StatusCode)
+// classify sorts what an attempt ended with into r: a response by its
+// status (its outcome, the status code), an error by its class.
+func (k *call) classify(r *result, resp *http.Response, err error, timedOut bool) {
+	*r = result{resp: resp, err: err}
+	if err == nil {
+		r.outcome = outcomeOther
+		if code := resp.StatusCode; code >= 100 && code < 1000 {
+			r.outcome = outcomeID(code)
 		}
-		return outcomeOther
+		r.retryable = k.retryableResponse(resp)
+		r.declined = r.retryable && k.c.unprocessed.has(resp.StatusCode)
+	} else {
+		r.outcome = errorOutcome(err, timedOut)
+		r.retryable = k.ctx.Err() == nil && classifyError(k.header0(), err) == errRetryable &&
+			!k.lengthMismatch()
+		// Nothing was processed if no connection was had (the trace, for
+		// a request where it matters, saw none, and the error says so) or
+		// if HTTP/2 says so.
+		r.notSent = r.retryable && k.neverSent(err)
 	}
+	if k.c.retryIf != nil {
+		k.applyRetryIf(r)
+	}
+}
+
+// retryableResponse reports whether a response is worth retrying for this
+// request: by its status (a 409 for a keyed request, unless the statuses
+// are the user's), unless the server says otherwise (the should-retry
+// headers of internal/vendors: x-should-retry, Stripe-Should-Retry), or a
+// 403 that is a throttle. A success looks at nothing but its status.
+func (k *call) retryableResponse(resp *http.Response) bool {
+	c, code := k.c, resp.StatusCode
+	if code >= 400 {
+		if retry, said := ratelimit.ShouldRetry(resp.Header); said {
+			return retry
+		}
+	}
+	if c.statuses.has(code) || (code == statusConflict && k.keyed && !c.customStatuses) {
+		return true
+	}
+	return code >= 400 && (c.unprocessed.has(code) || ratelimit.Throttled(code, resp.Header))
+}
+
+// errorOutcome classifies an attempt that ended in err (a response's
+// outcome is its status code, classify's). The class of an error is its
+// low-cardinality kind, never its text, which may carry a URL.
+func errorOutcome(err error, attemptTimedOut bool) outcomeID {
 	var ne net.Error
 	switch {
 	case attemptTimedOut:
@@ -342,32 +382,25 @@ var codeLabels = func() (l [1000]string) {
 	return l
 }()
 
-// told is what admission is told of an attempt that ended with r: an
-// answer, a fresh failure worth retrying (one that reached the host, or
-// a refused connection, which reached no application but says that the
-// host serves no one), and, for the pacers, whether it reached the host,
-// whether the host turned it away, and what the answer said.
-func (r *result) told() admission.Outcome {
+// told fills o, a zero Outcome, with what admission is told of an
+// attempt that ended with r: an answer, a fresh failure worth retrying
+// (one that reached the host, or a refused connection, which reached no
+// application but says that the host serves no one), and, for the
+// pacers, whether it reached the host, whether it was rejected (the host
+// turned it away, or could not take it: 429, 502, 503 or 504, a timeout,
+// the attempt's or its context's deadline, or a connection error; any
+// other answer, a 500 included, was served; a request its caller
+// canceled says nothing), and what the answer said.
+func (r *result) told(o *admission.Outcome) {
+	// Field by field, into the caller's zero o: no copy of a temporary.
+	o.Answered = r.err == nil && !r.retryable
+	if r.resp != nil {
+		code := r.resp.StatusCode
+		o.Failed, o.Sent, o.Header, o.Status = r.retryable, true, r.resp.Header, code
+		o.Rejected = code == http.StatusTooManyRequests || (code >= http.StatusBadGateway && code <= http.StatusGatewayTimeout)
+		return
+	}
 	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
-	o := admission.Outcome{Answered: r.err == nil && !r.retryable, Failed: r.retryable && (!r.notSent || isDialError(r.err)),
-		Sent: !r.notSent && !canceled, Canceled: canceled, Rejected: rejected(r)}
-	if r.resp != nil {
-		o.Header, o.Status = r.resp.Header, r.resp.StatusCode
-	}
-	return o
-}
-
-// rejected reports whether the host turned an attempt away, or could not
-// take it: 429, 502, 503 or 504, a timeout (the attempt's, or its
-// context's deadline) or a connection error. Any other answer, a 500
-// included, was served; a request its caller canceled says nothing.
-func rejected(r *result) bool {
-	if r.resp != nil {
-		switch r.resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return true
-		}
-		return false
-	}
-	return r.err != nil && (r.outcome != outcomeCanceled || errors.Is(r.err, context.DeadlineExceeded))
+	o.Failed = r.retryable && (!r.notSent || isDialError(r.err))
+	o.Sent, o.Canceled, o.Rejected = !r.notSent && !canceled, canceled, r.err != nil && !canceled
 }

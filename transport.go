@@ -88,36 +88,60 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.config().base }
 // otherwise an [*Error] that says how many attempts were made and wraps
 // the last error.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := t.config()
+	var c *config
+	if t != nil {
+		c = t.c
+	}
+	if c == nil {
+		c = defaultConfig()
+	}
+	ctx := req.Context()
 	if req.URL == nil || req.Header == nil ||
-		(req.URL.Scheme != "http" && req.URL.Scheme != "https") || owned(req.Context()) {
-		// Malformed, not HTTP, or an outer Transport owns the retries:
-		// one attempt, and the base's own answer.
+		(req.URL.Scheme != "http" && req.URL.Scheme != "https") || ctx.Value(ownerKey{}) != nil {
+		// Malformed, not HTTP, or an outer Transport owns the retries
+		// (layered.go): one attempt, and the base's own answer.
 		return c.send(req)
 	}
-	rc, err := c.forRequest(req)
-	if err != nil {
-		if req.Body != nil {
-			req.Body.Close()
+	if ro, _ := ctx.Value(requestOptionsKey{}).(*requestOptions); ro != nil || len(c.operations) > 0 {
+		var err error
+		if c, err = c.forRequest(req, ro); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, &Error{Err: err}
 		}
-		return nil, &Error{Err: err}
 	}
-	return rc.roundTrip(req)
+	return c.roundTrip(req)
 }
 
+// roundTrip runs req's attempts, reports how the request ended, and
+// returns what RoundTrip returns: the last response if there is one, with
+// a nil error, else an [*Error] that says how many attempts were made and
+// why it stopped.
 func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	var k call
 	body := c.newCall(&k, req)
 	if k.body.tee != nil {
 		defer k.body.tee.Release()
 	}
-	ev := k.run(body)
-	return k.finish(&ev)
+	var e event
+	k.run(body, &e)
+	if e.kind != evEnd || k.hookEnd != nil {
+		k.report(&e) // an end with no hook to tell has nothing to report
+	}
+	switch {
+	case e.err != nil:
+		return nil, &Error{Attempts: e.attempt, Err: e.err}
+	case e.r.resp != nil:
+		return e.r.resp, nil
+	}
+	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
+		above: e.reason == GiveUpAttempts && k.owned}
 }
 
 // run sends the request's attempts until one of them, or admission, ends
-// it, and says how: the event that is reported once.
-func (k *call) run(body io.ReadCloser) event {
+// it, and says how in e: the event that is reported once.
+func (k *call) run(body io.ReadCloser, e *event) {
 	var hedge float64
 	if k.c.hedge != nil {
 		hedge = k.c.hedge.Percentile
@@ -126,20 +150,19 @@ func (k *call) run(body io.ReadCloser) event {
 		CtxEnd: k.ctxEnd, MaxElapsedEnd: k.elapsedEnd, Owned: k.owned, Repeat: k.repeat, Hedge: hedge})
 	if reason != "" || err != nil {
 		closeBody(body)
-		return refused(GiveUpReason(reason), err)
+		*e = refused(GiveUpReason(reason), err)
+		return
 	}
 	k.hedgeAfter = after
 	var prev time.Duration
-	for attempt := 1; ; attempt++ {
-		r := k.attempt(attempt, body)
-		k.record(&r)
-		if !r.retryable {
-			return event{kind: evEnd, attempt: attempt, r: r}
+	for e.attempt = 1; ; e.attempt++ {
+		k.attempt(e.attempt, body, &e.r)
+		if !e.r.retryable {
+			return // an end (evEnd) with the attempt's result
 		}
-		var ended event
 		var done bool
-		if body, prev, ended, done = k.retry(attempt, &r, prev); done {
-			return ended
+		if body, prev, done = k.retry(e, prev); done {
+			return
 		}
 	}
 }
@@ -154,27 +177,28 @@ func refused(reason GiveUpReason, err error) event {
 	return event{kind: evGiveUp, reason: reason, r: result{err: refusal(reason, err)}}
 }
 
-// retry takes attempt n's failure worth retrying (r) through the ladder
-// and admission, which owns the wait: it returns the next attempt's body
-// and the Backoff's own last value (not Retry-After's), or how the
-// request ends.
-func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.Duration, event, bool) {
+// retry takes the failure worth retrying of attempt e.attempt (e.r)
+// through the ladder and admission, which owns the wait: it returns the
+// next attempt's body and the Backoff's own last value (not
+// Retry-After's), or says how the request ends in e (done).
+func (k *call) retry(e *event, prev time.Duration) (next io.ReadCloser, backoff time.Duration, done bool) {
+	n, r := e.attempt, &e.r
 	f := k.facts(n, r, prev)
 	v := decide(f)
-	var next io.ReadCloser
 	if v.giveUp == "" {
 		var err error
-		if next, err = k.body.next(k.ctx, k.req, k.bodyEnd(v.delay)); err != nil {
+		if next, err = k.nextBody(v.delay); err != nil {
 			v = verdict{k.bodyFailed(err), 0}
 		}
 	}
 	if v.giveUp != "" {
-		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: v.giveUp, delay: v.delay}, true
+		*e = event{kind: evGiveUp, attempt: n, r: *r, reason: v.giveUp, delay: v.delay}
+		return nil, 0, true
 	}
 	decided := time.Now()
 	shown := *r // what the hook is told of the attempt, once its wait ends
 	waited := false
-	a := k.t.Retry(admission.Wait{Delay: v.delay, Server: f.serverWait(), Free: r.notSent, Keep: func() {
+	a := k.t.Retry(admission.Wait{Delay: v.delay, Server: f.server, Free: r.notSent, Keep: func() {
 		waited = true
 		k.keep(r)
 	}})
@@ -188,13 +212,15 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 			if r.resp != nil {
 				r.resp.Body.Close() // kept for a give-up that did not come
 			}
-			return nil, 0, event{kind: evEnd, attempt: n, r: shown, err: a.Err, end: decided}, true
+			*e = event{kind: evEnd, attempt: n, r: shown, err: a.Err, end: decided}
+			return nil, 0, true
 		}
 		r.err = gaveUpWith(r, reason)
+		*e = event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}
 		if !waited {
-			return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: reason, delay: v.delay}, true
+			e.delay, e.end = v.delay, time.Time{}
 		}
-		return nil, 0, event{kind: evGiveUp, attempt: n, r: *r, reason: reason, end: decided}, true
+		return nil, 0, true
 	}
 	if r.resp != nil {
 		r.resp.Body.Close() // the kept response, not needed now
@@ -203,8 +229,10 @@ func (k *call) retry(n int, r *result, prev time.Duration) (io.ReadCloser, time.
 	if a.Held {
 		k.lastDelay = time.Since(decided) // a hold's wait is what it took
 	}
-	k.report(&event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
-	return next, f.backoff, event{}, false
+	if k.c.reporting {
+		k.report(&event{kind: evRetry, attempt: n, r: shown, delay: k.lastDelay, end: decided})
+	}
+	return next, f.backoff, false
 }
 
 // keep keeps the last response of a retry that is about to wait, if the
@@ -241,18 +269,22 @@ func gaveUpWith(r *result, reason GiveUpReason) error {
 func (k *call) facts(n int, r *result, prev time.Duration) facts {
 	c := k.c
 	f := facts{
-		attempt: n, maxAttempts: k.maxAttempts(),
+		attempt: n, maxAttempts: c.maxAttempts,
 		replayable: k.replayable || r.declined, notSent: r.notSent,
 		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
 		maxRA:    c.maxRetryAfter,
+	}
+	if k.owned {
+		f.maxAttempts = k.maxAttempts() // a layer above's (layered.go)
 	}
 	if f.replayable || f.notSent {
 		f.backoff = c.backoff.Delay(n, prev)
 	}
 	now := time.Now()
 	if r.resp != nil {
-		f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now)
-		f.raSpread = spread(f.retryAfter)
+		if f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now); f.hasRA {
+			f.raSpread, f.server = spread(f.retryAfter), max(f.retryAfter, 0)
+		}
 	}
 	if dl := k.ctxEnd; !dl.IsZero() {
 		f.untilDL, f.hasDL = dl.Sub(now), true

@@ -46,12 +46,13 @@ func (g gauge) set(v float64) {
 // Gate is a Transport's admission: its budget, breaker and hedging, its
 // pacers, and the state of every host it has sent to.
 type Gate struct {
-	s       Settings
-	budget  *Share   // nil: no budget
-	breaker *Breaker // resolved; nil: no breaker
-	paced   bool     // any pacer is on
-	hosts   hostMap[hostState]
-	tickets atomic.Uint64 // names probes; its count is the probes claimed
+	s        Settings
+	budget   *Share   // nil: no budget
+	breaker  *Breaker // resolved; nil: no breaker
+	paced    bool     // any pacer is on
+	scoreCap int32    // where a host's score stops: no higher than what opens the breaker, so that a long outage is forgotten as fast as a short one
+	hosts    hostMap[hostState]
+	tickets  atomic.Uint64 // names probes; its count is the probes claimed
 }
 
 // controllers is admission's list, in its order, written once: for each
@@ -108,7 +109,10 @@ func New(s Settings) *Gate {
 	if s.Notify == nil {
 		s.Notify = func(context.Context, string, bool, int) {}
 	}
-	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.paced()}
+	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.paced(), scoreCap: failingAfter}
+	if g.breaker != nil {
+		g.scoreCap = int32(max(g.breaker.Threshold, failingAfter))
+	}
 	g.hosts.init = g.initHost
 	g.hosts.evictable = func(h *hostState) bool {
 		if !h.idle(mono()) {
@@ -120,32 +124,10 @@ func New(s Settings) *Gate {
 	return g
 }
 
-// enter finds the request's host and notes when its first attempt starts.
-func (g *Gate) enter(t *Ticket, scheme, host string) {
-	var buf [maxHostKey]byte
-	key, kb := canonicalHost(scheme, host, &buf)
-	t.start = mono()
-	t.sec = secondOf(t.start)
-	t.hs = g.hosts.getKey(key, kb, t.sec)
-}
-
-// admitFirst asks the controllers for a first attempt (First): repeat,
-// a layer above's retry, is charged as one.
-func (g *Gate) admitFirst(t *Ticket, repeat bool) (Reason, error) {
-	hs := t.hs
-	if repeat {
-		g.chargeRepeat(t)
-	}
-	if !g.paced && !hs.circuit().opened() {
-		// The success path: while the breaker is closed, only the budget
-		// has anything to do with a first attempt (count it), and it
-		// refuses none; asked directly, it costs no dispatch.
-		if !t.p.charged {
-			hs.bud.countFirst(t.sec)
-		}
-		return "", nil
-	}
-	g.controlsOf(hs)
+// admitFirst asks the controllers for a first attempt that First does
+// not admit on its own: with pacers, or while the host's breaker is open.
+func (g *Gate) admitFirst(t *Ticket) (Reason, error) {
+	g.controlsOf(t.hs)
 	a := t.question(kindFirst)
 	a.sec, a.healthy, a.charged = t.sec, true, t.p.charged
 	v, err := g.admit(t, a)
@@ -242,23 +224,9 @@ func callersEnd(reason Reason, err error) Reason {
 	return reason
 }
 
-// done tells each controller how the attempt of the permit ended (o),
-// with what it took for it, and reports the transition one made; the
-// permit is used.
-func (t *Ticket) done(o observation) (ch change) {
-	p := t.p
-	t.p = permit{}
-	for i, c := range t.hs.list() {
-		o.took = p.paced&(1<<i) != 0
-		if x := c.observe(o); x.opened || x.closed {
-			ch = x
-		}
-	}
-	return ch
-}
-
 // record takes an attempt's result into the host's health and tells the
-// controllers, once, with what its permit took: the permit is used. A
+// controllers, once, with what its permit took (to each, what it took
+// for it), and reports a transition one made: the permit is used. A
 // failure of an attempt that started before an answer from the host is
 // stale: it changes nothing. It reports whether the host is failing,
 // after a failure.
@@ -276,7 +244,15 @@ func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 	if o.at.IsZero() {
 		o.at = timeAt(o.now) // the breaker's time, which the success path does not need
 	}
-	ch := t.done(o)
+	p := t.p
+	t.p = permit{}
+	var ch change
+	for i, c := range hs.list() {
+		o.took = p.paced&(1<<i) != 0
+		if x := c.observe(o); x.opened || x.closed {
+			ch = x
+		}
+	}
 	if ch.closed {
 		hs.health.reset()
 	}
@@ -312,7 +288,7 @@ func (g *Gate) observe(t *Ticket, r Outcome) observation {
 	case r.Failed && !hs.health.stale(t.start):
 		// A refused connection reached no application, but says that
 		// the host serves no one: it counts, though it costs nothing.
-		s := hs.health.fail(o.now, g.scoreCap())
+		s := hs.health.fail(o.now, g.scoreCap)
 		o.failed, o.failing = true, hs.health.failing(o.now)
 		o.trip = g.breaker != nil && s >= int32(g.breaker.Threshold) && hs.health.lasted(o.now)
 	}
@@ -375,12 +351,3 @@ func (g *Gate) report(t *Ticket) {
 // queued since the last, which other attempts' transitions can refill
 // only while the callbacks run.
 const maxReports = 1 << 10
-
-// scoreCap is where the score stops: no higher than what opens the
-// breaker, so that a long outage is forgotten as fast as a short one.
-func (g *Gate) scoreCap() int32 {
-	if g.breaker != nil {
-		return int32(max(g.breaker.Threshold, failingAfter))
-	}
-	return failingAfter
-}

@@ -43,23 +43,39 @@ type Request struct {
 }
 
 // First admits r's first attempt through g (none: nothing to ask), on
-// a zero Ticket. The
-// budget counts it; only FailFast refuses one, while the host's breaker
-// is open, and the pacers may make it wait or refuse it. It returns why
-// the attempt may not go, or the context's error if it ended while the
-// attempt waited for a pacer; and, with r.Hedge, the host's latency after
-// which a hedged copy may go (0: none known yet).
+// a zero Ticket: it finds the host, notes when the attempt starts (the
+// request's one clock read on its success path) and asks the
+// controllers. The budget counts it; only FailFast refuses one, while
+// the host's breaker is open, and the pacers may make it wait or refuse
+// it. It returns why the attempt may not go, or the context's error if it
+// ended while the attempt waited for a pacer; and, with r.Hedge, the
+// host's latency after which a hedged copy may go (0: none known yet).
 func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason Reason, err error) {
 	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned
 	if g == nil {
 		return 0, "", nil
 	}
-	g.enter(t, r.Scheme, r.Host)
-	if reason, err = g.admitFirst(t, r.Repeat); reason != "" || err != nil {
+	var buf [maxHostKey]byte
+	key, kb := canonicalHost(r.Scheme, r.Host, &buf)
+	t.start = mono()
+	t.sec = secondOf(t.start)
+	hs := g.hosts.getKey(key, kb, t.sec)
+	t.hs = hs
+	if r.Repeat {
+		g.chargeRepeat(t)
+	}
+	if !g.paced && !hs.circuit().opened() {
+		// The success path: while the breaker is closed, only the budget
+		// has anything to do with a first attempt (count it), and it
+		// refuses none; asked directly, it costs no dispatch.
+		if !t.p.charged {
+			hs.bud.countFirst(t.sec)
+		}
+	} else if reason, err = g.admitFirst(t); reason != "" || err != nil {
 		return 0, reason, err
 	}
-	if r.Hedge > 0 && t.hs.lat != nil {
-		hedgeAfter = t.hs.lat.percentile(r.Hedge)
+	if r.Hedge > 0 && hs.lat != nil {
+		hedgeAfter = hs.lat.percentile(r.Hedge)
 	}
 	return hedgeAfter, "", nil
 }
@@ -70,15 +86,25 @@ func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason Re
 // An attempt whose base panicked (o.Panicked) tells nothing: what it took
 // is given back, all but its budget charge, for it may have reached the
 // host.
-func (t *Ticket) Done(o Outcome) (failing bool) {
-	if t.hs == nil {
+func (t *Ticket) Done(o *Outcome) (failing bool) {
+	hs := t.hs
+	switch {
+	case hs == nil:
 		return false
-	}
-	if o.Panicked {
+	case o.Panicked:
 		t.giveBack(t.p.pacedOnly())
 		return false
+	case o.Answered && !t.retry && !t.g.paced && hs.lat == nil && t.p.probe == 0 && !t.p.lent &&
+		hs.health.level() == 0 && (hs.ctl.Load() == nil || hs.circuit().quiet()):
+		// The success path: a first attempt that a healthy host answered,
+		// without pacers or hedging, tells the controllers nothing (the
+		// Gate's record says why) and reads no clock: its start stands
+		// for its end (endClock).
+		hs.health.answer(t.start, t.start)
+		t.p = permit{}
+		return false
 	}
-	failing = t.g.record(t, o)
+	failing = t.g.record(t, *o)
 	if !o.Answered && t.firstFail.IsZero() {
 		t.firstFail = time.Now()
 	}

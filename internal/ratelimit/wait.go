@@ -23,7 +23,18 @@ import (
 // MaxWait (it exceeds any cap, so that the response comes back at once),
 // never no hint. ok is false when none applies.
 func Wait(h http.Header, now time.Time) (time.Duration, bool) {
-	if !hinted(h) {
+	// A response without a field that Wait reads (by its canonical name,
+	// the one h.Get finds), most errors, reads nothing more.
+	hinted := false
+	for k := range h {
+		if strings.HasPrefix(k, "Retry-After") || strings.HasPrefix(k, "Ratelimit") ||
+			strings.HasPrefix(k, "X-Ratelimit") || strings.HasPrefix(k, "Anthropic-Ratelimit") ||
+			slices.Contains(vendors.MillisHeaders, k) {
+			hinted = true
+			break
+		}
+	}
+	if !hinted {
 		return 0, false
 	}
 	for _, name := range vendors.MillisHeaders {
@@ -42,20 +53,6 @@ func Wait(h http.Header, now time.Time) (time.Duration, bool) {
 		}
 	})
 	return wait, rank != 0
-}
-
-// hinted reports whether h has a field that Wait reads, by its
-// canonical name (the one h.Get finds): a response without one, most
-// errors, reads nothing more.
-func hinted(h http.Header) bool {
-	for k := range h {
-		if strings.HasPrefix(k, "Retry-After") || strings.HasPrefix(k, "Ratelimit") ||
-			strings.HasPrefix(k, "X-Ratelimit") || strings.HasPrefix(k, "Anthropic-Ratelimit") ||
-			slices.Contains(vendors.MillisHeaders, k) {
-			return true
-		}
-	}
-	return false
 }
 
 // ShouldRetry reads the should-retry headers of internal/vendors
