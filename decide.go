@@ -1,12 +1,16 @@
-// This file holds the retry decision: given an attempt that failed in a
-// way worth retrying, whether the policy lets the request be sent again,
-// and after how long. The checks form one ordered ladder, so that each
+// This file holds the retry decision: the facts gathered about an
+// attempt that failed in a way worth retrying, and whether the policy
+// lets the request be sent again, and after how long. The checks form one ordered ladder, so that each
 // give-up has exactly one reason; the loop in transport.go acts on the
 // verdict.
 
 package retryhttp
 
-import "time"
+import (
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/ratelimit"
+)
 
 // facts are what the decision needs to know about a failed attempt.
 type facts struct {
@@ -61,4 +65,34 @@ func decide(f facts) verdict {
 		return verdict{GiveUpMaxElapsed, delay}
 	}
 	return verdict{"", delay}
+}
+
+// facts gathers what decide needs about attempt n's result.
+func (k *call) facts(n int, r *result, prev time.Duration) facts {
+	c := k.c
+	f := facts{
+		attempt: n, maxAttempts: c.maxAttempts,
+		replayable: k.replayable || r.declined, notSent: r.notSent,
+		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
+		maxRA:    c.maxRetryAfter,
+	}
+	if k.owned {
+		f.maxAttempts = k.maxAttempts() // a layer above's (layered.go)
+	}
+	if f.replayable || f.notSent {
+		f.backoff = c.backoff.Delay(n, prev)
+	}
+	now := time.Now()
+	if r.resp != nil {
+		if f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now); f.hasRA {
+			f.raSpread, f.server = spread(f.retryAfter), max(f.retryAfter, 0)
+		}
+	}
+	if dl := k.ctxEnd; !dl.IsZero() {
+		f.untilDL, f.hasDL = dl.Sub(now), true
+	}
+	if me := k.elapsedEnd; !me.IsZero() {
+		f.untilME, f.hasME = me.Sub(now), true
+	}
+	return f
 }

@@ -1,7 +1,7 @@
 // This file holds the vocabulary of endings: why a request that was worth
 // retrying was not retried (GiveUpReason), and the errors RoundTrip
-// returns. What an attempt ended with ("503", "reset") is its outcome, in
-// status.go.
+// returns, and which of them a request that gave up ends with. What an
+// attempt ended with ("503", "reset") is its outcome, in status.go.
 
 package retryhttp
 
@@ -135,3 +135,30 @@ func (e *attemptTimeoutError) Temporary() bool { return true }
 // errRefused is what a request that a pacer refused before its first
 // attempt ends with, in an *Error whose Reason says which pacer.
 var errRefused = errors.New("retryhttp: refused before sending, to spare the host")
+
+// gaveUpWith is the error a retry that admission gave up for reason ends
+// with: the breaker's, FailFast's or a pacer's refusal (none if it has
+// the last response).
+func gaveUpWith(r *result, reason GiveUpReason) error {
+	switch reason {
+	case GiveUpBreaker:
+		return noResponse(r, ErrBreakerHold)
+	case GiveUpCircuitOpen:
+		return noResponse(r, ErrCircuitOpen)
+	case GiveUpThrottled, GiveUpRate, GiveUpQuota, GiveUpLimit:
+		return noResponse(r, errRefused)
+	}
+	return r.err
+}
+
+// noResponse is the error a request that gives up without a response ends
+// with: err, and the last attempt's error if it had one.
+func noResponse(r *result, err error) error {
+	if r.resp != nil {
+		return r.err
+	}
+	if r.err != nil {
+		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
+	}
+	return err
+}

@@ -12,13 +12,11 @@
 package retryhttp
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/admission"
-	"github.com/retryhttp/retryhttp/internal/ratelimit"
 )
 
 // Transport is an [http.RoundTripper] that retries failed requests on its
@@ -248,61 +246,4 @@ func (k *call) keep(r *result) {
 		discard(r.resp)
 		r.resp = nil
 	}
-}
-
-// gaveUpWith is the error a retry that admission gave up for reason ends
-// with: the breaker's, FailFast's or a pacer's refusal (none if it has
-// the last response).
-func gaveUpWith(r *result, reason GiveUpReason) error {
-	switch reason {
-	case GiveUpBreaker:
-		return noResponse(r, ErrBreakerHold)
-	case GiveUpCircuitOpen:
-		return noResponse(r, ErrCircuitOpen)
-	case GiveUpThrottled, GiveUpRate, GiveUpQuota, GiveUpLimit:
-		return noResponse(r, errRefused)
-	}
-	return r.err
-}
-
-// facts gathers what decide needs about attempt n's result.
-func (k *call) facts(n int, r *result, prev time.Duration) facts {
-	c := k.c
-	f := facts{
-		attempt: n, maxAttempts: c.maxAttempts,
-		replayable: k.replayable || r.declined, notSent: r.notSent,
-		bodyOnce: k.body.mode == bodyOnce && c.maxAttempts > 1, // with one attempt, the reason is attempts
-		maxRA:    c.maxRetryAfter,
-	}
-	if k.owned {
-		f.maxAttempts = k.maxAttempts() // a layer above's (layered.go)
-	}
-	if f.replayable || f.notSent {
-		f.backoff = c.backoff.Delay(n, prev)
-	}
-	now := time.Now()
-	if r.resp != nil {
-		if f.retryAfter, f.hasRA = ratelimit.Wait(r.resp.Header, now); f.hasRA {
-			f.raSpread, f.server = spread(f.retryAfter), max(f.retryAfter, 0)
-		}
-	}
-	if dl := k.ctxEnd; !dl.IsZero() {
-		f.untilDL, f.hasDL = dl.Sub(now), true
-	}
-	if me := k.elapsedEnd; !me.IsZero() {
-		f.untilME, f.hasME = me.Sub(now), true
-	}
-	return f
-}
-
-// noResponse is the error a request that gives up without a response ends
-// with: err, and the last attempt's error if it had one.
-func noResponse(r *result, err error) error {
-	if r.resp != nil {
-		return r.err
-	}
-	if r.err != nil {
-		return fmt.Errorf("%w (last attempt: %w)", err, r.err)
-	}
-	return err
 }
