@@ -56,7 +56,8 @@
 // most a share (10%) of the first attempts, or a small floor while the
 // host is not failing. The breaker ([WithRetryBreaker]) opens on a
 // failing host: its retries are held, one going as a probe, and an answer
-// releases them as a slow start. In an overload, a retry the budget
+// releases them as a slow start, slowed to a share of the host's own
+// answers if it turns them away. In an overload, a retry the budget
 // refuses gives up at once with its last response; in an outage, retries
 // wait for the host, within their own limits. First attempts are never
 // held. docs/overload.md gives the rules in full, what they promise, and

@@ -118,7 +118,8 @@ type BreakerConfig struct {
 // zero BreakerConfig. While a host is failing or serves no one, its
 // retries are held, one going as a probe at a time; an answer releases
 // them as a slow start, so that callers come back as the host answers,
-// not as a wave. A retry held to its limit gives up with its last
+// not as a wave, and slower still if the host turns them away (back, but
+// weaker than before). A retry held to its limit gives up with its last
 // response. State is per host and per Transport; the package
 // documentation, "Admission", has the rules.
 func WithRetryBreaker(cfg BreakerConfig) Option {
