@@ -115,13 +115,12 @@ type BreakerConfig struct {
 }
 
 // WithRetryBreaker configures the retry breaker, on by default with the
-// zero BreakerConfig. While a host is failing or serves no one, its
-// retries are held, one going as a probe at a time; an answer releases
-// them as a slow start, so that callers come back as the host answers,
-// not as a wave, and slower still if the host turns them away (back, but
-// weaker than before). A retry held to its limit gives up with its last
-// response. State is per host and per Transport; the package
-// documentation, "Admission", has the rules.
+// zero BreakerConfig. While a host fails or serves no one, its retries
+// are held, one going as a probe at a time; an answer releases them as a
+// slow start (slower if the host turns them away), not as a wave. A retry
+// held to its limit gives up with its last response. State is per host
+// and per Transport; the package documentation, "Admission", has the
+// rules.
 func WithRetryBreaker(cfg BreakerConfig) Option {
 	return option("WithRetryBreaker", func(c *config) error {
 		name := func(field string, v any) string { return fmt.Sprintf("WithRetryBreaker(%s: %v)", field, v) }
