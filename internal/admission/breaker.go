@@ -326,11 +326,6 @@ func (cb *circuit) claim(now time.Time) uint64 {
 	return t
 }
 
-// init sets the breaker's configuration, and the gate's ticket counter.
-func (cb *circuit) init(cfg *Breaker, tickets *atomic.Uint64) {
-	cb.cfg, cb.tickets = cfg, tickets
-}
-
 // opened reports, without a lock, whether the circuit is open.
 func (cb *circuit) opened() bool { return cb.isOpen.Load() }
 

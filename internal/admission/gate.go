@@ -68,7 +68,7 @@ var controllers = [...]struct {
 		return &h.bud // attached as the host is made: every host counts its first attempts
 	}},
 	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, _ *hostState, c *controls) controller {
-		c.cb.init(g.breaker, &g.tickets)
+		c.cb.cfg, c.cb.tickets = g.breaker, &g.tickets // the probes' tickets are the Gate's
 		return &c.cb
 	}},
 	{func(s *Settings) bool { return s.Throttle != 0 }, true, func(g *Gate, _ *hostState, _ *controls) controller {
