@@ -168,12 +168,16 @@ func (cb *circuit) giveBack(t permit, now time.Time) {
 }
 
 // observe takes a fresh outcome, at o.at; it reports a transition, if one
-// happened, and queues it for the Gate to report (takeEvents).
+// happened, and queues it for the Gate to report (takeEvents). It keeps
+// retryFailed first, without a lock: set by a failed retry or probe,
+// cleared by an answer, written only when it changes.
 func (cb *circuit) observe(o observation) change {
 	if !o.answered && !o.failed && o.probe == 0 {
 		return change{}
 	}
-	cb.noteRetry(o)
+	if f := o.failed && o.retry; (f || o.answered) && cb.retryFailed.Load() != f {
+		cb.retryFailed.Store(f)
+	}
 	if cb.unmoved(o) {
 		return change{} // a healthy host's answer, or a failure that opens nothing: no lock
 	}
@@ -212,14 +216,6 @@ func (cb *circuit) takeEvents(buf []bool) []bool {
 // nothing and has seen no retry fail: an answer changes nothing in it.
 func (cb *circuit) quiet() bool {
 	return !cb.isOpen.Load() && cb.nHeld.Load() == 0 && !cb.retryFailed.Load()
-}
-
-// noteRetry keeps retryFailed: set by a failed retry or probe, cleared by
-// an answer. It writes only when it changes.
-func (cb *circuit) noteRetry(o observation) {
-	if f := o.failed && o.retry; (f || o.answered) && cb.retryFailed.Load() != f {
-		cb.retryFailed.Store(f)
-	}
 }
 
 // observeLocked applies an outcome; mu is held.
