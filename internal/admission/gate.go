@@ -160,7 +160,10 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 func (g *Gate) admit(t *Ticket, a query) (verdict, error) {
 	held := false
 	for i, c := range t.hs.list() {
-		v, err := t.asked(c, a)
+		v, err := c.admit(a), error(nil)
+		if v.act == actWait {
+			v, err = t.waitOut(c, a, v) // a pacer's
+		}
 		t.p = t.p.with(v.permit)
 		if v.took {
 			t.p.paced |= 1 << i
@@ -180,16 +183,13 @@ func (g *Gate) admit(t *Ticket, a query) (verdict, error) {
 	return send, nil
 }
 
-// asked is c's answer about an attempt, asked again after each wait it
-// asks for: at a time, or when its line moves. A wait that ends with the
+// waitOut waits out v, the wait that c asked for an attempt (a), and asks
+// c again, after each wait it asks for: at a time, or when its line moves.
+// It returns c's answer that is not a wait. A wait that ends with the
 // context leaves the line, and refuses with the context's error.
-func (t *Ticket) asked(c controller, a query) (verdict, error) {
+func (t *Ticket) waitOut(c controller, a query, v verdict) (verdict, error) {
 	began := a.now
-	for turn := 0; ; turn++ {
-		v := c.admit(a)
-		if v.act != actWait {
-			return v, nil
-		}
+	for turn := 0; v.act == actWait; turn++ {
 		err := await(t.ctx, v.wake, nil, v.wait)
 		if err == nil && turn == maxWaitTurns {
 			err = errTooManyWaits
@@ -204,7 +204,9 @@ func (t *Ticket) asked(c controller, a query) (verdict, error) {
 		a.at = time.Now()
 		a.now = monoAt(a.at)
 		a.waited, a.turn, a.waiter = time.Duration(a.now-began), turn+1, v.waiter
+		v = c.admit(a)
 	}
+	return v, nil
 }
 
 // maxWaitTurns bounds the waits of one attempt in one pacer: each

@@ -171,7 +171,7 @@ func waitInLine(ctx context.Context, c controller, d time.Duration) (permit, boo
 	if d > 0 {
 		a.deadline = a.now + int64(d)
 	}
-	v, err := (&Ticket{ctx: ctx}).asked(c, a)
+	v, err := (&Ticket{ctx: ctx}).waitOut(c, a, c.admit(a))
 	return v.permit, v.act == actSend, err
 }
 
