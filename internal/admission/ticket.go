@@ -143,8 +143,8 @@ func (t *Ticket) question(kd kind) query {
 	now := time.Now()
 	m := monoAt(now)
 	a := query{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
-	if end := t.end(); !end.IsZero() {
-		a.deadline = m + max(int64(end.Sub(now)), 1)
+	if !t.ctxEnd.IsZero() || !t.elapsed.IsZero() {
+		a.deadline = m + max(int64(t.end().Sub(now)), 1)
 	}
 	return a
 }
