@@ -322,9 +322,6 @@ func (cb *circuit) claim(now time.Time) uint64 {
 	return t
 }
 
-// opened reports, without a lock, whether the circuit is open.
-func (cb *circuit) opened() bool { return cb.isOpen.Load() }
-
 // holding is how many retries are held, ramping or let go and not yet
 // gone, without a lock.
 func (cb *circuit) holding() int { return int(cb.nHeld.Load()) }

@@ -212,7 +212,7 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 	if g.breaker == nil || t.p.probe != 0 {
 		return "", false
 	}
-	if !hs.circuit().opened() {
+	if !hs.circuit().isOpen.Load() {
 		if m := mono(); !hs.health.outage(m) || !g.mayHold(hs, m) {
 			return "", false
 		}

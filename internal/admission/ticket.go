@@ -64,7 +64,7 @@ func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason Re
 	if r.Repeat {
 		g.chargeRepeat(t)
 	}
-	if !g.paced && !hs.circuit().opened() {
+	if !g.paced && !hs.circuit().isOpen.Load() {
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
@@ -120,7 +120,7 @@ func (t *Ticket) Hedge() bool {
 	if hs == nil {
 		return false
 	}
-	if cb := &t.g.controlsOf(hs).cb; cb.opened() || cb.holding() > 0 {
+	if cb := &t.g.controlsOf(hs).cb; cb.isOpen.Load() || cb.holding() > 0 {
 		return false
 	}
 	a := t.question(kindHedge)
