@@ -199,7 +199,7 @@ type observation struct {
 	status   int         // its response's status, 0 if none
 	header   http.Header // its response's header, nil if none
 	wall     time.Time   // when it ended, by the wall clock, with a header
-	at       time.Time   // the breaker: when it ended, if it is told
+	at       time.Time   // the breaker: when it ended, with pacers; zero: at now
 }
 
 // An Outcome is how an attempt ended, as its Transport tells Done.

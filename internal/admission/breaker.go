@@ -167,10 +167,12 @@ func (cb *circuit) giveBack(t permit, now time.Time) {
 	}
 }
 
-// observe takes a fresh outcome, at o.at; it reports a transition, if one
-// happened, and queues it for the Gate to report (takeEvents). It keeps
-// retryFailed first, without a lock: set by a failed retry or probe,
-// cleared by an answer, written only when it changes.
+// observe takes a fresh outcome, at o.at (none: at o.now, made a time
+// only past the lock-free check that nothing moves); it reports a
+// transition, if one happened, and queues it for the Gate to report
+// (takeEvents). It keeps retryFailed first, without a lock: set by a
+// failed retry or probe, cleared by an answer, written only when it
+// changes.
 func (cb *circuit) observe(o observation) change {
 	if !o.answered && !o.failed && o.probe == 0 {
 		return change{}
@@ -186,7 +188,11 @@ func (cb *circuit) observe(o observation) change {
 	if o.replied {
 		cb.noteAnswer(time.Duration(o.rtt))
 	}
-	ch := cb.observeLocked(o, o.at)
+	at := o.at
+	if at.IsZero() {
+		at = timeAt(o.now) // the Gate read the monotonic clock only
+	}
+	ch := cb.observeLocked(o, at)
 	if ch.opened || ch.closed {
 		cb.events = append(cb.events, ch.opened)
 	}

@@ -243,9 +243,6 @@ func (g *Gate) record(t *Ticket, r Outcome) (failing bool) {
 		return false
 	}
 	g.controlsOf(hs)
-	if o.at.IsZero() {
-		o.at = timeAt(o.now) // the breaker's time, which the success path does not need
-	}
 	p := t.p
 	t.p = permit{}
 	var ch change
@@ -310,8 +307,8 @@ func (g *Gate) observe(t *Ticket, r Outcome) observation {
 // the end), whose start stands for its end (a request reads the clock
 // once: the host's last answer is then an attempt's start, not its end,
 // earlier by a round trip); otherwise one monotonic read, about half
-// time.Now's cost, and no time.Time, which record makes from it only past
-// the success path (the breaker only compares and subtracts its times,
+// time.Now's cost, and no time.Time, which the breaker makes from it only
+// past its lock-free check (it only compares and subtracts its times,
 // which their monotonic readings decide).
 func (g *Gate) endClock(t *Ticket, answered bool) (time.Time, int64) {
 	switch {
