@@ -160,7 +160,8 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 func (g *Gate) admit(t *Ticket, a query) (verdict, error) {
 	held := false
 	for i, c := range t.hs.list() {
-		v, err := c.admit(a), error(nil)
+		v := c.admit(a)
+		var err error
 		if v.act == actWait {
 			v, err = t.waitOut(c, a, v) // a pacer's
 		}
