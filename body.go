@@ -304,14 +304,11 @@ func (b *bodyReplay) getBody(ctx context.Context, req *http.Request, replayable 
 	return req.GetBody
 }
 
-// nextBody is the body of a retry that waits delay once it has it. A
-// GetBody's waits for the last body's close until the request's end (its
-// context's deadline or WithMaxElapsed) less delay at the latest, if it
-// has one.
+// nextBody is the body of a retry that waits delay once it has it, of a
+// request with a body (retry sends one without as is). A GetBody's waits
+// for the last body's close until the request's end (its context's
+// deadline or WithMaxElapsed) less delay at the latest, if it has one.
 func (k *call) nextBody(delay time.Duration) (io.ReadCloser, error) {
-	if k.body.mode == bodyNone {
-		return k.req.Body, nil
-	}
 	end := k.end()
 	if !end.IsZero() {
 		end = end.Add(-delay)

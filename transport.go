@@ -183,7 +183,8 @@ func (k *call) retry(e *event, prev time.Duration) (next io.ReadCloser, backoff 
 	n, r := e.attempt, &e.r
 	f := k.facts(n, r, prev)
 	v := decide(f)
-	if v.giveUp == "" {
+	next = k.req.Body // without a body, every attempt sends the request as is
+	if v.giveUp == "" && k.body.mode != bodyNone {
 		var err error
 		if next, err = k.nextBody(v.delay); err != nil {
 			v = verdict{k.bodyFailed(err), 0}
