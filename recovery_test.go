@@ -1,6 +1,3 @@
-// This file tests the recovery into a host that comes back weaker than
-// it was: the release slows to what the host takes.
-
 package retryhttp
 
 import (
