@@ -8,6 +8,7 @@
 package admission
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -36,15 +37,46 @@ const (
 )
 
 // health is one host's score: +1 per fresh failure worth retrying, -2 per
-// answer, at least 0, at most its cap.
+// answer, at least 0, at most its cap. It is four words: the times of
+// failures are made at the host's first fresh failure, so that a host
+// that has never failed keeps none.
 type health struct {
 	score    atomic.Int32
-	since    atomic.Int64 // mono of the failure that took the score off 0
-	answered atomic.Int64 // mono start of an attempt the host answered lately, 0 if none
-	lastFail atomic.Int64 // mono of the latest fresh failure
-	lastOK   atomic.Int64 // mono of the end of the latest answer noted, 0 if none
-	gap      atomic.Int64 // the usual gap between answers, in nanoseconds (an average)
+	gap      atomic.Uint32 // the usual gap between answers, in microseconds (an average), 0 if none yet
+	answered atomic.Int64  // mono start of an attempt the host answered lately, 0 if none
+	lastOK   atomic.Int64  // mono of the end of the latest answer noted, 0 if none
+	fails    atomic.Pointer[failTimes]
 }
+
+// failTimes are the times of a host's failures: made at its first.
+type failTimes struct {
+	since    atomic.Int64 // mono of the failure that took the score off 0
+	lastFail atomic.Int64 // mono of the latest fresh failure
+}
+
+// noFails are the failure times of a host that has never failed: all
+// zero, and only read.
+var noFails failTimes
+
+// failed is h's failure times, noFails if it has never failed: to read.
+func (h *health) failed() *failTimes {
+	if f := h.fails.Load(); f != nil {
+		return f
+	}
+	return &noFails
+}
+
+// failures is h's failure times, made if it has none: to write.
+func (h *health) failures() *failTimes {
+	if f := h.fails.Load(); f != nil {
+		return f
+	}
+	h.fails.CompareAndSwap(nil, new(failTimes))
+	return h.fails.Load()
+}
+
+// gapNS is the usual gap between answers, in nanoseconds; 0 if none yet.
+func (h *health) gapNS() int64 { return int64(h.gap.Load()) * int64(time.Microsecond) }
 
 // level is the host's score now: 0 for a healthy host.
 func (h *health) level() int32 { return h.score.Load() }
@@ -74,8 +106,8 @@ func (h *health) answer(start, end int64) {
 		}
 		n := max(s-2, 0)
 		if h.score.CompareAndSwap(s, n) {
-			if n == 0 {
-				h.since.Store(0)
+			if f := h.fails.Load(); n == 0 && f != nil {
+				f.since.Store(0)
 			}
 			return
 		}
@@ -85,8 +117,9 @@ func (h *health) answer(start, end int64) {
 // fail adds a fresh failure at m (mono) to the score, up to cap, and
 // returns it.
 func (h *health) fail(m int64, cap int32) int32 {
-	if h.lastFail.Load() < m {
-		h.lastFail.Store(m)
+	f := h.failures()
+	if f.lastFail.Load() < m {
+		f.lastFail.Store(m)
 	}
 	for {
 		s := h.score.Load()
@@ -95,7 +128,7 @@ func (h *health) fail(m int64, cap int32) int32 {
 		}
 		if h.score.CompareAndSwap(s, s+1) {
 			if s == 0 {
-				h.since.Store(m)
+				f.since.Store(m)
 			}
 			return s + 1
 		}
@@ -105,12 +138,14 @@ func (h *health) fail(m int64, cap int32) int32 {
 // reset clears the score: the breaker closed.
 func (h *health) reset() {
 	h.score.Store(0)
-	h.since.Store(0)
+	if f := h.fails.Load(); f != nil {
+		f.since.Store(0)
+	}
 }
 
 // lasted reports whether the failures have lasted minFailingSpan at m.
 func (h *health) lasted(m int64) bool {
-	since := h.since.Load()
+	since := h.failed().since.Load()
 	return since != 0 && m-since >= int64(minFailingSpan)
 }
 
@@ -118,19 +153,20 @@ func (h *health) lasted(m int64) bool {
 // failingAfter, the failures have lasted minFailingSpan, and the host has
 // not answered since the latest of them (its last word was a failure).
 func (h *health) failing(m int64) bool {
-	return h.score.Load() >= failingAfter && h.lasted(m) && h.answered.Load() <= h.lastFail.Load()
+	return h.score.Load() >= failingAfter && h.lasted(m) && h.answered.Load() <= h.failed().lastFail.Load()
 }
 
 // learnGap takes a gap between two answers into the usual gap: an average
 // over about 8 gaps, where one gap counts for at most twice the average,
-// so that an outage's silence does not teach the host to be silent.
+// so that an outage's silence does not teach the host to be silent. It
+// is kept in microseconds, up to 71 minutes: a gap is over a millisecond
+// (staleSlack).
 func (h *health) learnGap(d int64) {
-	g := h.gap.Load()
-	if g == 0 {
-		h.gap.Store(d)
-		return
+	g := h.gapNS()
+	if g != 0 {
+		d = g + (min(d, 2*g)-g)/8
 	}
-	h.gap.Store(g + (min(d, 2*g)-g)/8)
+	h.gap.Store(uint32(min(max(d/int64(time.Microsecond), 1), math.MaxUint32)))
 }
 
 // quiet reports whether the host has gone without an answer at m for
@@ -138,7 +174,7 @@ func (h *health) learnGap(d int64) {
 // answers, and at least minQuiet; or has never answered.
 func (h *health) quiet(m int64) bool {
 	last := h.lastOK.Load()
-	return last == 0 || m-last > max(quietFactor*h.gap.Load(), minQuiet)
+	return last == 0 || m-last > max(quietFactor*h.gapNS(), minQuiet)
 }
 
 // down reports whether the host serves no one at m, as far as the client
@@ -148,7 +184,7 @@ func (h *health) quiet(m int64) bool {
 // lasted: a burst that failed in one instant on a host that never
 // answered, or is quiet, may be an outage.
 func (h *health) down(m int64) bool {
-	return h.score.Load() >= failingAfter && h.answered.Load() <= h.lastFail.Load() && h.quiet(m)
+	return h.score.Load() >= failingAfter && h.answered.Load() <= h.failed().lastFail.Load() && h.quiet(m)
 }
 
 // unanswered reports whether the host is failing at m and has answered
@@ -159,7 +195,7 @@ func (h *health) down(m int64) bool {
 // answers seldom is quiet for 4 of its gaps only long after.
 func (h *health) unanswered(m int64) bool {
 	last := h.lastOK.Load()
-	return h.failing(m) && last < h.since.Load() && m-last > max(h.gap.Load(), minQuiet)
+	return h.failing(m) && last < h.failed().since.Load() && m-last > max(h.gapNS(), minQuiet)
 }
 
 // outage reports whether the host is in an outage at m: it is down, and
