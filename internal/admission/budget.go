@@ -42,6 +42,7 @@ func (b *Share) Init(ratio, minPerSecond float64) {
 	}
 	b.ratio, b.perSecond, b.span, b.floor = ratio, minPerSecond, span, minPerSecond*float64(span)
 	b.hosts.evictable = func(h *hostBudget) bool { return h.refs.Load() == 0 }
+	b.hosts.borrowed = true // a Gate's key, which holds the host once
 }
 
 // hostBudget counts one host's first attempts and retries in one-second

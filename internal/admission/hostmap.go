@@ -29,6 +29,7 @@ type hostMap[T any] struct {
 	full   int64                    // the second of the last merge forced by maxHosts
 
 	init      func(key string, v *T) // if set, prepares a new entry before it is shared
+	borrowed  bool                   // keys are a Gate's own, kept as they are, not copied
 	evictable func(*T) bool          // if set, says whether an idle entry may go
 }
 
@@ -103,6 +104,8 @@ func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *hostEntry[T] {
 	if !ok {
 		if b != nil {
 			s = string(b)
+		} else if !hm.borrowed {
+			s = strings.Clone(s) // not a part of the request's URL, which it would keep
 		}
 		e = new(hostEntry[T])
 		if hm.init != nil {
