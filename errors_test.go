@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/admission"
 	"github.com/retryhttp/retryhttp/retrytest"
 )
 
@@ -67,16 +65,6 @@ func TestErrorText(t *testing.T) {
 	for _, r := range giveUpReasons {
 		if p := r.phrase(); p == string(r) || strings.Contains(p, "_") {
 			t.Errorf("reason %q has no phrase of its own: %q", r, p)
-		}
-	}
-}
-
-// Every reason admission gives is a GiveUpReason, spelt the same: the one
-// the metrics count and the logs name.
-func TestAdmissionReasonsAreGiveUpReasons(t *testing.T) {
-	for _, r := range admission.Reasons {
-		if !slices.Contains(giveUpReasons[:], GiveUpReason(r)) {
-			t.Errorf("admission's reason %q is no GiveUpReason", r)
 		}
 	}
 }

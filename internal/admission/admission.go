@@ -158,7 +158,7 @@ func (t permit) of(i int) permit {
 // verdict is a controller's answer.
 type verdict struct {
 	act    act
-	reason Reason        // with actRefuse; with actWait, if it cannot wait
+	reason string        // with actRefuse; with actWait, if it cannot wait
 	wait   time.Duration // with actWait: how long at most; < 0: until wake
 	wake   <-chan struct{}
 	waiter *waiter // with actWait: the attempt's place in the line, to ask with again
@@ -174,7 +174,7 @@ var (
 	hold = verdict{act: actHold}
 )
 
-func refuse(r Reason) verdict { return verdict{act: actRefuse, reason: r} }
+func refuse(r string) verdict { return verdict{act: actRefuse, reason: r} }
 
 // observation is the outcome of an attempt, as the controllers are told it.
 type observation struct {

@@ -126,7 +126,7 @@ func New(s Settings) *Gate {
 
 // admitFirst asks the controllers for a first attempt that First does
 // not admit on its own: with pacers, or while the host's breaker is open.
-func (g *Gate) admitFirst(t *Ticket) (Reason, error) {
+func (g *Gate) admitFirst(t *Ticket) (string, error) {
 	g.controlsOf(t.hs)
 	a := t.question(kindFirst)
 	a.sec, a.healthy, a.charged = t.sec, true, t.p.charged
@@ -220,7 +220,7 @@ var errTooManyWaits = errors.New("retryhttp: waited too often for a pacer")
 // callersEnd is the reason a wait for a pacer that ended in err gives:
 // none if the caller canceled it (the caller's doing, not the pacer's
 // refusal), else the pacer's.
-func callersEnd(reason Reason, err error) Reason {
+func callersEnd(reason string, err error) string {
 	if errors.Is(err, context.Canceled) {
 		return ""
 	}

@@ -26,7 +26,7 @@ type Wait struct {
 // empty), or gives up (Reason), or its context ended its wait (Err; with
 // reasonDeadline if its deadline came while a pacer made it wait).
 type Answer struct {
-	Reason Reason
+	Reason string
 	Err    error
 	Held   bool // the breaker held it: its wait was what it took
 }
@@ -64,7 +64,7 @@ func (t *Ticket) Retry(w Wait) Answer {
 // admitRetry asks the controllers for a retry that the ladder (decide.go)
 // allows: it waits and goes (charged to the budget, unless it never
 // reached the server), is held, or gives up now, without a wait.
-func (g *Gate) admitRetry(t *Ticket, free bool) (held bool, reason Reason) {
+func (g *Gate) admitRetry(t *Ticket, free bool) (held bool, reason string) {
 	hs := t.hs
 	a := t.question(kindRetry)
 	m := a.now
@@ -178,7 +178,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // recovery is under way: then it is held, to go with the host's next
 // answer, charged then. In an overload, whose answers come among its
 // refusals, it gives up at once.
-func (g *Gate) refused(t *Ticket, reason Reason, m int64) (held bool, _ Reason) {
+func (g *Gate) refused(t *Ticket, reason string, m int64) (held bool, _ string) {
 	hs := t.hs
 	h := &hs.health
 	if reason == reasonBudget && !t.owned && (h.down(m) || h.unanswered(m) || hs.circuit().lends()) && g.mayHold(hs, m) {
@@ -207,7 +207,7 @@ func (g *Gate) mayHold(hs *hostState, m int64) bool {
 // afterWait passes a retry whose wait has ended: if the breaker opened
 // meanwhile, it is to be held (held), or, with FailFast, it goes only as
 // the probe.
-func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
+func (g *Gate) afterWait(t *Ticket) (reason string, held bool) {
 	hs := t.hs
 	if g.breaker == nil || t.p.probe != 0 {
 		return "", false
@@ -239,7 +239,7 @@ func (g *Gate) afterWait(t *Ticket) (reason Reason, held bool) {
 // deadline nearer than the host's usual answer (reasonBreaker), or when
 // the budget has no room for it as it leaves (reasonBudget). A context that ends first ends the
 // hold with its error, unless its deadline is the limit.
-func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (Reason, error) {
+func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (string, error) {
 	hs := t.hs
 	t.giveBack(t.p.charge())
 	for range maxHoldTurns { // each pass is a probe that the budget did not let go, minProbeGap apart
@@ -286,7 +286,7 @@ func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
 // leave charges a retry that leaves its hold to the budget. A probe that
 // the budget has no room for goes back in the hold (again); any other
 // gives up, reasonBudget.
-func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason Reason, again bool) {
+func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason string, again bool) {
 	hs := t.hs
 	v, lent := g.charge(t, end)
 	if v.act == actSend {

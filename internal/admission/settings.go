@@ -5,24 +5,21 @@ package admission
 
 import "time"
 
-// A Reason is why admission did not let an attempt go: the public
-// GiveUpReason of the same name.
-type Reason string
-
+// Why admission did not let an attempt go, spelt as the public
+// GiveUpReason of the same name (a string, which the Transport takes as
+// its GiveUpReason: one vocabulary, one type; reasons_test.go holds each
+// to one of the root's).
 const (
-	reasonMaxElapsed  Reason = "max_elapsed"  // a hold ended past WithMaxElapsed
-	reasonBudget      Reason = "budget"       // the host's retry budget is spent
-	reasonBreaker     Reason = "breaker"      // held until its limit, and the host failed since
-	reasonCircuitOpen Reason = "circuit_open" // FailFast: the host's breaker is open
-	reasonThrottled   Reason = "throttled"    // the throttle refused a first attempt
-	reasonRate        Reason = "rate"         // the static rate: the token would come too late
-	reasonQuota       Reason = "quota"        // quota pacing: the wait for the reset would be too long
-	reasonLimit       Reason = "limit"        // the concurrency limit: no slot within the deadline, or its queue is full
-	reasonDeadline    Reason = "deadline"     // the context's deadline came while a pacer made a retry wait
+	reasonMaxElapsed  = "max_elapsed"  // a hold ended past WithMaxElapsed
+	reasonBudget      = "budget"       // the host's retry budget is spent
+	reasonBreaker     = "breaker"      // held until its limit, and the host failed since
+	reasonCircuitOpen = "circuit_open" // FailFast: the host's breaker is open
+	reasonThrottled   = "throttled"    // the throttle refused a first attempt
+	reasonRate        = "rate"         // the static rate: the token would come too late
+	reasonQuota       = "quota"        // quota pacing: the wait for the reset would be too long
+	reasonLimit       = "limit"        // the concurrency limit: no slot within the deadline, or its queue is full
+	reasonDeadline    = "deadline"     // the context's deadline came while a pacer made a retry wait
 )
-
-// Reasons are admission's reasons, every one.
-var Reasons = [...]Reason{reasonMaxElapsed, reasonBudget, reasonBreaker, reasonCircuitOpen, reasonThrottled, reasonRate, reasonQuota, reasonLimit, reasonDeadline}
 
 // Breaker is the retry breaker's settings, resolved: the public
 // BreakerConfig without its callback (Settings.Notify), every default

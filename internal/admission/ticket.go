@@ -50,7 +50,7 @@ type Request struct {
 // it. It returns why the attempt may not go, or the context's error if it
 // ended while the attempt waited for a pacer; and, with r.Hedge, the
 // host's latency after which a hedged copy may go (0: none known yet).
-func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason Reason, err error) {
+func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason string, err error) {
 	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned
 	if g == nil {
 		return 0, "", nil
