@@ -3,7 +3,8 @@
 // each with its own state and rules, asked by one loop whether an attempt
 // goes now, waits (until a time, or a place in a line moves), is held or
 // is refused; and told the fresh outcome of every attempt. In their order:
-// the retry budget (budget.go) and the retry breaker (breaker.go), which
+// the retry budget (budget.go) and the retry breaker (breaker.go, its
+// held retries in hold.go, their release in release.go), which
 // decide whether a failed attempt is retried, then the pacers, which
 // decide when an attempt is sent: the throttle (throttle.go), the static
 // rate limit (staticrate.go), quota pacing (quota.go) and the concurrency
