@@ -86,13 +86,7 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.config().base }
 // otherwise an [*Error] that says how many attempts were made and wraps
 // the last error.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	var c *config
-	if t != nil {
-		c = t.c
-	}
-	if c == nil {
-		c = defaultConfig()
-	}
+	c := t.config()
 	ctx := req.Context()
 	if req.URL == nil || req.Header == nil ||
 		(req.URL.Scheme != "http" && req.URL.Scheme != "https") || ctx.Value(ownerKey{}) != nil {
