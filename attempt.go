@@ -77,7 +77,7 @@ func (c *config) newCall(k *call, req *http.Request) io.ReadCloser {
 		method = http.MethodGet
 	}
 	if c.metrics != nil {
-		c.metrics.request(method)
+		c.metrics.request(method, c.level)
 	}
 	k.key(method)
 	if len(req.Header) > 0 || c.layers.noted.Load() {
@@ -236,7 +236,7 @@ func (k *call) attemptRequest(m *ownedRequest, ctx context.Context, fresh bool, 
 func (k *call) hook(ctx context.Context, n int, header http.Header, hedge bool) (context.Context, func(AttemptEnd), bool) {
 	c := k.c
 	hctx, end := c.attemptHook(ctx, AttemptStart{Request: k.req, Header: header,
-		Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge, Name: c.displayName()})
+		Attempt: n, MaxAttempts: c.maxAttempts, Delay: k.lastDelay, Hedge: hedge, Name: c.displayName(), Criticality: levelCriticality(c.level)})
 	if hctx == nil || hctx == ctx {
 		return ctx, end, false
 	}
@@ -271,8 +271,8 @@ func (k *call) attemptContext(base context.Context) (ctx context.Context, m *own
 }
 
 // attemptHeader is attempt n's header, a fresh copy of the request's (or
-// the injected key's), with WithAttemptHeader's and WithDeadlineHeader's
-// values.
+// the injected key's), with WithAttemptHeader's, WithCriticalityHeader's
+// and WithDeadlineHeader's values.
 func (k *call) attemptHeader(n int) http.Header {
 	c, header := k.c, k.header
 	// A fresh map for each attempt: the base may still be reading the
@@ -283,6 +283,9 @@ func (k *call) attemptHeader(n int) http.Header {
 	header = header.Clone()
 	if c.attemptHeader != "" {
 		header.Set(c.attemptHeader, c.attemptValueFor(n, c.maxAttempts))
+	}
+	if c.levelHeader != "" {
+		header.Set(c.levelHeader, levelText(c.level))
 	}
 	if c.deadlineHeader == "" {
 		return header

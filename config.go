@@ -80,10 +80,14 @@ type config struct {
 	reporting         bool                       // a retry is reported: there are metrics, a logger or an attempt hook (report.go)
 	logRoute          func(*http.Request) string // WithLogRoute
 	name              string
-	attemptHeader     string // WithAttemptHeader's name
-	attemptValue      string // and its value's template
-	deadlineHeader    string // WithDeadlineHeader
-	rotate            bool   // WithAddressRotation
+	attemptHeader     string                                                             // WithAttemptHeader's name
+	attemptValue      string                                                             // and its value's template
+	deadlineHeader    string                                                             // WithDeadlineHeader
+	level             int8                                                               // WithCriticality: -1 sheddable, 0 default, 1 critical
+	levelHeader       string                                                             // WithCriticalityHeader
+	fallback          *Fallback                                                          // a policy's fallback section, or nil
+	fallbackFn        func(*http.Request, *http.Response, error) (*http.Response, error) // WithFallback
+	rotate            bool                                                               // WithAddressRotation
 	maxElapsed        time.Duration
 	retryIf           func(*http.Response, error) Decision
 	schedule          time.Duration // scheduleLength of backoff and maxAttempts
@@ -167,7 +171,7 @@ func (c *config) build() error {
 		c.plainBase = true
 	}
 	c.schedule = scheduleLength(c.backoff, c.maxAttempts)
-	c.freshHeader = c.attemptHeader != "" || c.deadlineHeader != "" || c.attemptHook != nil
+	c.freshHeader = c.attemptHeader != "" || c.deadlineHeader != "" || c.levelHeader != "" || c.attemptHook != nil
 	c.plainAttempts = !c.freshHeader && !c.rotate
 	c.layers = new(layers)
 	c.held = newMemPool(defaultHeldBodyMemory)

@@ -17,10 +17,11 @@ import (
 // it to one or more Transports with WithMetrics; WithName tells their
 // series apart. The families are:
 //
-//	retryhttp_requests_total{name,method}     logical requests (RoundTrip calls)
+//	retryhttp_requests_total{name,method,criticality}  logical requests (RoundTrip calls)
 //	retryhttp_attempts_total{name,outcome}    attempts sent, by outcome: status code or error class
-//	retryhttp_retries_total{name,outcome}     retries made, by the outcome of the attempt that failed
-//	retryhttp_giveups_total{name,reason}      retryable failures not retried, by why
+//	retryhttp_retries_total{name,outcome,criticality}  retries made, by the outcome of the attempt that failed
+//	retryhttp_giveups_total{name,reason,criticality}   retryable failures not retried, by why
+//	retryhttp_fallbacks_total{name,reason}    responses that WithFallback's function made, by the give-up reason
 //	retryhttp_backoff_seconds{name}           waits before retries
 //	retryhttp_layered_retries_total{name,source}  requests that arrived as retries of a layer above
 //	retryhttp_hedges_total{name}              hedged copies sent (WithHedging)
@@ -35,6 +36,7 @@ import (
 // refuse is in retryhttp_giveups_total, reasons throttled, quota and
 // limit.
 //
+// Criticality is "critical", "default" or "sheddable" (WithCriticality).
 // Error classes are timeout, canceled, refused (a connection refused, or an
 // HTTP/2 stream refused or beyond a GOAWAY), reset, eof and error; a
 // method outside the standard ones is counted as "other". No label ever
@@ -44,6 +46,7 @@ type Metrics struct {
 	attempts *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	giveups  *prometheus.CounterVec
+	fallback *prometheus.CounterVec
 	backoff  *prometheus.HistogramVec
 	layered  *prometheus.CounterVec
 	hedges   *prometheus.CounterVec
@@ -63,7 +66,7 @@ func NewMetrics() *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_requests_total",
 			Help: "Logical requests sent through a retryhttp Transport (RoundTrip calls).",
-		}, []string{"name", "method"}),
+		}, []string{"name", "method", "criticality"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_attempts_total",
 			Help: "Attempts sent, first attempts and retries, by status code or error class.",
@@ -71,10 +74,14 @@ func NewMetrics() *Metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_retries_total",
 			Help: "Retries scheduled, by the outcome (status code or error class) of the attempt that failed.",
-		}, []string{"name", "outcome"}),
+		}, []string{"name", "outcome", "criticality"}),
 		giveups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryhttp_giveups_total",
 			Help: "Retryable failures that were not retried, by why.",
+		}, []string{"name", "reason", "criticality"}),
+		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryhttp_fallbacks_total",
+			Help: "Responses that WithFallback's function made for requests that gave up, by the give-up reason.",
 		}, []string{"name", "reason"}),
 		backoff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "retryhttp_backoff_seconds",
@@ -125,6 +132,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.attempts.Describe(ch)
 	m.retries.Describe(ch)
 	m.giveups.Describe(ch)
+	m.fallback.Describe(ch)
 	m.backoff.Describe(ch)
 	m.layered.Describe(ch)
 	m.hedges.Describe(ch)
@@ -142,6 +150,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.attempts.Collect(ch)
 	m.retries.Collect(ch)
 	m.giveups.Collect(ch)
+	m.fallback.Collect(ch)
 	m.backoff.Collect(ch)
 	m.layered.Collect(ch)
 	m.hedges.Collect(ch)
@@ -179,10 +188,15 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 	tm := &transportMetrics{
 		backoff:  m.backoff.WithLabelValues(name),
 		attempts: labelCache{vec: m.attempts, name: name},
-		retries:  labelCache{vec: m.retries, name: name},
 	}
-	for i, method := range methodLabels {
-		tm.requests[i] = m.requests.WithLabelValues(name, method)
+	for l, level := range criticalityLevels {
+		tm.retries[l] = labelCache{vec: m.retries, name: name, level: level}
+		for i, method := range methodLabels {
+			tm.requests[l][i] = m.requests.WithLabelValues(name, method, level)
+		}
+		for i, reason := range giveUpReasons {
+			tm.giveups[l][i] = m.giveups.WithLabelValues(name, string(reason), level)
+		}
 	}
 	tm.hedges = m.hedges.WithLabelValues(name)
 	tm.hedgesWon = m.hedgeWon.WithLabelValues(name)
@@ -193,7 +207,7 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 		tm.layered[i] = m.layered.WithLabelValues(name, source)
 	}
 	for i, reason := range giveUpReasons {
-		tm.giveups[i] = m.giveups.WithLabelValues(name, string(reason))
+		tm.fallbacks[i] = m.fallback.WithLabelValues(name, string(reason))
 	}
 	for i, g := range m.pacer {
 		tm.pacer.g[i] = &stateGauge{g.WithLabelValues(name)}
@@ -218,8 +232,9 @@ func methodIndex(method string) int {
 // All its methods do nothing on a nil receiver, so that a Transport without
 // metrics pays one comparison.
 type transportMetrics struct {
-	requests  [len(methodLabels)]prometheus.Counter
-	giveups   [len(giveUpReasons)]prometheus.Counter
+	requests  [len(criticalityLevels)][len(methodLabels)]prometheus.Counter
+	giveups   [len(criticalityLevels)][len(giveUpReasons)]prometheus.Counter
+	fallbacks [len(giveUpReasons)]prometheus.Counter
 	layered   [numLayers]prometheus.Counter
 	hedges    prometheus.Counter
 	hedgesWon prometheus.Counter
@@ -228,7 +243,7 @@ type transportMetrics struct {
 	closed    prometheus.Counter
 	backoff   prometheus.Observer
 	attempts  labelCache
-	retries   labelCache
+	retries   [len(criticalityLevels)]labelCache
 	pacer     gauges
 }
 
@@ -262,9 +277,9 @@ func (tm *transportMetrics) gauges() *gauges {
 	return &tm.pacer
 }
 
-func (tm *transportMetrics) request(method string) {
+func (tm *transportMetrics) request(method string, level int8) {
 	if tm != nil {
-		tm.requests[methodIndex(method)].Inc()
+		tm.requests[level+1][methodIndex(method)].Inc()
 	}
 }
 
@@ -274,9 +289,9 @@ func (tm *transportMetrics) attempt(o outcomeID) {
 	}
 }
 
-func (tm *transportMetrics) retry(o outcomeID, delay time.Duration) {
+func (tm *transportMetrics) retry(o outcomeID, level int8, delay time.Duration) {
 	if tm != nil {
-		tm.retries.get(o).Inc()
+		tm.retries[level+1].get(o).Inc()
 		tm.backoff.Observe(delay.Seconds())
 	}
 }
@@ -312,16 +327,32 @@ func (tm *transportMetrics) layeredRetry(source int) {
 	}
 }
 
-func (tm *transportMetrics) giveUp(reason GiveUpReason) {
+func (tm *transportMetrics) giveUp(reason GiveUpReason, level int8) {
 	if tm == nil {
 		return
 	}
+	if i := reasonIndex(reason); i >= 0 {
+		tm.giveups[level+1][i].Inc()
+	}
+}
+
+func (tm *transportMetrics) fallback(reason GiveUpReason) {
+	if tm == nil {
+		return
+	}
+	if i := reasonIndex(reason); i >= 0 {
+		tm.fallbacks[i].Inc()
+	}
+}
+
+// reasonIndex is reason's place in giveUpReasons, -1 if it has none.
+func reasonIndex(reason GiveUpReason) int {
 	for i, r := range giveUpReasons {
 		if r == reason {
-			tm.giveups[i].Inc()
-			return
+			return i
 		}
 	}
+	return -1
 }
 
 // labelCache resolves a counter per outcome once and keeps it in a slot
@@ -329,6 +360,7 @@ func (tm *transportMetrics) giveUp(reason GiveUpReason) {
 type labelCache struct {
 	vec   *prometheus.CounterVec
 	name  string
+	level string // the criticality label's value, if the family has one
 	slots [numOutcomes]atomic.Pointer[prometheus.Counter]
 }
 
@@ -336,7 +368,12 @@ func (lc *labelCache) get(o outcomeID) prometheus.Counter {
 	if p := lc.slots[o].Load(); p != nil {
 		return *p
 	}
-	c := lc.vec.WithLabelValues(lc.name, o.String())
+	var c prometheus.Counter
+	if lc.level != "" {
+		c = lc.vec.WithLabelValues(lc.name, o.String(), lc.level)
+	} else {
+		c = lc.vec.WithLabelValues(lc.name, o.String())
+	}
 	lc.slots[o].Store(&c)
 	return c
 }

@@ -52,7 +52,7 @@ func (p Policy) Options() ([]Option, error) {
 func (d *policyDoc) options(op bool) ([]fieldOption, error) {
 	var fos []fieldOption
 	rows := []func(*policyDoc) ([]fieldOption, error){
-		(*policyDoc).retryOptions, (*policyDoc).timeOptions,
+		(*policyDoc).retryOptions, (*policyDoc).timeOptions, (*policyDoc).callerOptions,
 	}
 	if !op {
 		rows = append([]func(*policyDoc) ([]fieldOption, error){

@@ -46,13 +46,13 @@ func (k *call) report(e *event) {
 	switch e.kind {
 	case evRetry:
 		if c.metrics != nil {
-			c.metrics.retry(e.r.outcome, e.delay)
+			c.metrics.retry(e.r.outcome, c.level, e.delay)
 		}
 		if c.logger != nil {
 			c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: retrying", k.logAttrs(e.attempt, e.delay, e.r.outcome, "")...)
 		}
 	case evGiveUp:
-		c.metrics.giveUp(e.reason)
+		c.metrics.giveUp(e.reason, c.level)
 		k.failedAgain()
 		if c.logger != nil {
 			level := slog.LevelWarn
@@ -102,7 +102,7 @@ func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason Gi
 	if method == "" {
 		method = http.MethodGet
 	}
-	attrs := make([]slog.Attr, 0, 12)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs, slog.String("name", k.c.displayName()))
 	if k.c.dependency != "" {
 		attrs = append(attrs, slog.String("dependency", k.c.dependency))
@@ -123,6 +123,9 @@ func (k *call) logAttrs(attempt int, delay time.Duration, o outcomeID, reason Gi
 		slog.String("outcome", o.String()))
 	if reason != "" {
 		attrs = append(attrs, slog.String("reason", string(reason)))
+	}
+	if k.c.level != 0 {
+		attrs = append(attrs, slog.String("criticality", levelText(k.c.level)))
 	}
 	return attrs
 }
@@ -153,6 +156,7 @@ type AttemptStart struct {
 	Delay       time.Duration // the wait before this attempt, 0 for the first
 	Hedge       bool          // a hedged copy of the first attempt (WithHedging)
 	Name        string        // the Transport's name (WithName), "default" if it has none
+	Criticality Criticality   // the request's: Critical, Sheddable or "" (WithCriticality)
 }
 
 // AttemptEnd describes how an attempt ended, and what came of it. It is

@@ -124,10 +124,21 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case e.err != nil:
 		return nil, &Error{Attempts: e.attempt, Err: e.err}
+	case e.kind == evGiveUp && (c.fallback != nil || c.fallbackFn != nil):
+		return k.fallBack(&e, e.r.resp, k.failure(&e))
 	case e.r.resp != nil:
 		return e.r.resp, nil
 	}
-	return nil, &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
+	return nil, k.failure(&e)
+}
+
+// failure is the *Error of a request that ended without a response, as e
+// says; nil if it ended with one.
+func (k *call) failure(e *event) error {
+	if e.r.resp != nil {
+		return nil
+	}
+	return &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
 		above: e.reason == GiveUpAttempts && k.owned}
 }
 
@@ -139,7 +150,7 @@ func (k *call) run(body io.ReadCloser, e *event) {
 		hedge = k.c.hedge.Percentile
 	}
 	after, reason, err := k.t.First(k.c.gate, &admission.Request{Ctx: k.ctx, Scheme: k.req.URL.Scheme, Host: k.req.URL.Host,
-		CtxEnd: k.ctxEnd, MaxElapsedEnd: k.elapsedEnd, Owned: k.owned, Repeat: k.repeat, Hedge: hedge})
+		CtxEnd: k.ctxEnd, MaxElapsedEnd: k.elapsedEnd, Owned: k.owned, Repeat: k.repeat, Hedge: hedge, Level: k.c.level})
 	if reason != "" || err != nil {
 		closeBody(body)
 		*e = refused(GiveUpReason(reason), err)

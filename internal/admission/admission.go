@@ -70,6 +70,7 @@ type query struct {
 	healthy  bool          // the host is not failing
 	free     bool          // never reached the server: costs it nothing
 	charged  bool          // a first attempt charged already, as a layer above's retry: not counted as a first
+	level    int8          // the request's criticality: -1 sheddable, 0 default, 1 critical
 	now      int64         // mono when asked
 	at       time.Time     // when asked, by the wall clock: now
 	deadline int64         // pacers: mono by which the attempt must have gone, 0 if none

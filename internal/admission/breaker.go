@@ -72,6 +72,7 @@ type holder struct {
 	state     holdState
 	turn      time.Time // ramping: when it goes at the latest
 	epoch     uint64    // granted: the circuit's epoch then
+	level     int8      // its request's criticality: a release lets the higher go first
 }
 
 type holdState uint8

@@ -118,26 +118,30 @@ func sum(bs *buckets, sec int64, span int) float64 {
 // room reports whether host's budget has room for one more retry, with
 // the floor or without it.
 func (b *Share) room(h *hostBudget, sec int64, floor bool) bool {
-	return b.fits(h, sec, floor, 1)
+	return b.fits(h, sec, floor, 1, 1)
 }
 
-// fits reports whether the retries counted now plus add fit the share or,
-// with floor, the floor.
-func (b *Share) fits(h *hostBudget, sec int64, floor bool, add float64) bool {
+// shedPart is the part of the share that a sheddable retry may fill on a
+// failing host: the rest is kept for the default and critical ones.
+const shedPart = 0.5
+
+// fits reports whether the retries counted now plus add fit part of the
+// share or, with floor, the floor.
+func (b *Share) fits(h *hostBudget, sec int64, floor bool, add, part float64) bool {
 	r := h.counted()
-	if sum(r, sec, budgetBuckets)+add <= b.ratio*sum(&h.firsts, sec, budgetBuckets) {
+	if sum(r, sec, budgetBuckets)+add <= part*b.ratio*sum(&h.firsts, sec, budgetBuckets) {
 		return true
 	}
 	return floor && sum(r, sec, b.span)+add <= b.floor
 }
 
-// allow reports whether host's budget has room for one more retry, with
-// the floor or without it, and, if it has, spends it. The admission is one
+// allow reports whether host's budget has room for one more retry in part
+// of the share, or in the floor, and, if it has, spends it. The admission is one
 // compare-and-swap on the current second's bucket, made only if the counts
 // it saw still leave room, so that goroutines deciding at the same instant
 // cannot overshoot the limit together.
-func (b *Share) allow(h *hostBudget, sec int64, floor bool) bool {
-	if !b.fits(h, sec, floor, 1) {
+func (b *Share) allow(h *hostBudget, sec int64, floor bool, part float64) bool {
+	if !b.fits(h, sec, floor, 1, part) {
 		return false
 	}
 	cur := &h.counting()[uint64(sec)%budgetBuckets]
@@ -148,7 +152,7 @@ func (b *Share) allow(h *hostBudget, sec int64, floor bool) bool {
 		if old>>32 == epoch {
 			next = old + 1
 		}
-		if !b.fits(h, sec, floor, 1) {
+		if !b.fits(h, sec, floor, 1, part) {
 			return false
 		}
 		if cur.CompareAndSwap(old, next) {
@@ -175,7 +179,9 @@ func (b *Share) refund(h *hostBudget, sec int64) {
 //
 //   - first attempts: counted, never refused.
 //   - a retry, probe or hedge: charged if it fits the share, or the floor
-//     while the host is not failing; otherwise refused, reason budget. It
+//     while the host is not failing; otherwise refused, reason budget. A
+//     sheddable one, on a failing host, fits only half of the share: the
+//     other half is kept for the default and critical ones. It
 //     holds none: the floor is withdrawn from a failing host, not lent to
 //     it later, and whether a refused retry may wait for an outage's end
 //     is the gate's to say (retry.go).
@@ -200,7 +206,11 @@ func (c *budgetCtl) admit(a query) verdict {
 	if a.free {
 		return send // never reached the server: it costs it nothing
 	}
-	if c.b.allow(h, a.sec, a.healthy) {
+	part := 1.0
+	if a.level < 0 && !a.healthy {
+		part = shedPart
+	}
+	if c.b.allow(h, a.sec, a.healthy, part) {
 		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
 	}
 	return refuse(reasonBudget)
@@ -309,4 +319,4 @@ func (b *Share) Hosts() int { return b.hosts.len() }
 
 // Allows reports whether b has room for a retry to host in Unix second
 // sec, the floor included: it spends it.
-func (b *Share) Allows(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec, true) }
+func (b *Share) Allows(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec, true, 1) }

@@ -36,7 +36,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 		}
 		got := 0
 		for range 1000 {
-			if !b.allow(b.hosts.get("a"), now.Unix(), tt.floor) {
+			if !b.allow(b.hosts.get("a"), now.Unix(), tt.floor, 1) {
 				break
 			}
 			got++
@@ -58,17 +58,17 @@ func TestBudgetFloorSpan(t *testing.T) {
 	h := b.hosts.get("h")
 	n := 0
 	for range 100 {
-		if b.allow(h, t0.Unix(), true) {
+		if b.allow(h, t0.Unix(), true, 1) {
 			n++
 		}
 	}
 	if n != 30 {
 		t.Fatalf("floor of 10/s allowed %d retries in one instant, want 30", n)
 	}
-	if b.allow(h, t0.Unix()+2, true) {
+	if b.allow(h, t0.Unix()+2, true, 1) {
 		t.Error("floor spent at t0 allowed a retry 2s later")
 	}
-	if !b.allow(h, t0.Unix()+3, true) {
+	if !b.allow(h, t0.Unix()+3, true, 1) {
 		t.Error("floor spent at t0 still spent 3s later")
 	}
 }

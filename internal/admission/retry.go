@@ -267,7 +267,7 @@ func (g *Gate) hold(t *Ticket, notBefore, limit time.Time) (string, error) {
 // (see circuit.turn), or t's context ends: then with its error.
 func awaitHold(t *Ticket, notBefore, limit time.Time) (holdEnd, uint64, error) {
 	ctx, cb := t.ctx, t.hs.circuit()
-	w := cb.enter(&holder{failed: t.firstFail, notBefore: notBefore, limit: limit, deadline: t.ctxEnd, answer: t.answer}, time.Now())
+	w := cb.enter(&holder{failed: t.firstFail, notBefore: notBefore, limit: limit, deadline: t.ctxEnd, answer: t.answer, level: t.level}, time.Now())
 	for range maxHoldTurns { // each turn waits for an event or a timer
 		now := time.Now()
 		end, ticket, done, next, changed := cb.turn(w, now)

@@ -26,6 +26,7 @@ type Ticket struct {
 	start     int64         // mono: when the attempt in flight started
 	sec       int64         // the Unix second the request began in
 	retry     bool          // the attempt in flight is a retry or a probe
+	level     int8          // its criticality: -1 sheddable, 0 default, 1 critical
 	answer    time.Duration // how long its last answered attempt took, whatever the status; 0 if none
 }
 
@@ -37,6 +38,11 @@ type Request struct {
 	MaxElapsedEnd time.Time // when WithMaxElapsed ends it, zero if never
 	Owned         bool      // a layer above owns its schedule: a retry of it is never held
 	Repeat        bool      // it is itself a layer above's retry: charged to the budget as one
+	// Level is its criticality: -1 sheddable, 0 default, 1 critical. Once
+	// the host fails or is overloaded, the lower yields first (see
+	// "Criticality" in docs/overload.md); on a healthy host it changes
+	// nothing.
+	Level int8
 	// Hedge, with hedging, is the percentile of the host's recent
 	// latencies after which a copy may go, which First returns.
 	Hedge float64
@@ -51,7 +57,7 @@ type Request struct {
 // ended while the attempt waited for a pacer; and, with r.Hedge, the
 // host's latency after which a hedged copy may go (0: none known yet).
 func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason string, err error) {
-	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned
+	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned, t.level = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned, r.Level
 	if g == nil {
 		return 0, "", nil
 	}
@@ -142,7 +148,7 @@ func (t *Ticket) Hedge() bool {
 func (t *Ticket) question(kd kind) query {
 	now := time.Now()
 	m := monoAt(now)
-	a := query{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now}
+	a := query{kind: kd, sec: secondOf(m), healthy: !t.hs.health.failing(m), now: m, at: now, level: t.level}
 	if !t.ctxEnd.IsZero() || !t.elapsed.IsZero() {
 		a.deadline = m + max(int64(t.end().Sub(now)), 1)
 	}

@@ -162,3 +162,15 @@ func Located(err error, data []byte, base int64) error {
 	}
 	return err
 }
+
+// Nearest is the word of among nearest to w, written in any case, if it
+// is within a third of w's length (at least 2 edits); "" if none is.
+func Nearest(w string, among ...string) string {
+	best, bestDist := "", max(2, len(w)/3)+1
+	for _, a := range among {
+		if d := editDistance(strings.ToLower(w), a); d < bestDist {
+			best, bestDist = a, d
+		}
+	}
+	return best
+}
