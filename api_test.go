@@ -122,12 +122,12 @@ func exportedFields(t *testing.T) []string {
 	return fields
 }
 
-// The API stays small: at most 97 exported names and 70 exported fields,
+// The API stays small: at most 105 exported names and 70 exported fields,
 // and docs/api.md says how many there are.
 func TestAPISize(t *testing.T) {
 	names, fields := len(exportedNames(t)), len(exportedFields(t))
-	if names > 97 || fields > 70 {
-		t.Errorf("%d exported names and %d exported fields; the bound is 97 and 70", names, fields)
+	if names > 105 || fields > 70 {
+		t.Errorf("%d exported names and %d exported fields; the bound is 105 and 70", names, fields)
 	}
 	page, err := os.ReadFile("docs/api.md")
 	if err != nil {

@@ -181,7 +181,7 @@ func testReasonAndBackoffArgs(t *testing.T) {
 	resp, _ := tr.RoundTrip(newRequest(t, "PUT", "http://h/", struct{ io.Reader }{strings.NewReader("x")}))
 	resp.Body.Close()
 	for _, r := range giveUpReasons {
-		if testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r))) > 0 {
+		if testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r), "default")) > 0 {
 			reasons = append(reasons, r)
 		}
 	}

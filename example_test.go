@@ -228,8 +228,8 @@ func ExampleMetrics() {
 	// Output:
 	// retryhttp_attempts_total{name="rates",outcome="200"} 1
 	// retryhttp_attempts_total{name="rates",outcome="503"} 1
-	// retryhttp_requests_total{method="GET",name="rates"} 1
-	// retryhttp_retries_total{name="rates",outcome="503"} 1
+	// retryhttp_requests_total{criticality="default",method="GET",name="rates"} 1
+	// retryhttp_retries_total{criticality="default",name="rates",outcome="503"} 1
 }
 
 // One Budget shared by several Transports makes them spend one allowance

@@ -41,16 +41,13 @@ func FallbackOf(resp *http.Response) *Fallback {
 	return f
 }
 
-// WithFallback sets a function that RoundTrip calls once, when a request
-// gives up without a usable response: refused (by the breaker's FailFast,
-// a pacer, the budget), out of attempts or time, or ended with a status
-// worth retrying that it could not retry. It gets the request and what
-// RoundTrip would return: the final response (its body unread) or the
-// *Error. If it returns a response, RoundTrip returns that, marked with the
-// header Retryhttp-Fallback (the give-up reason) and counted in
-// retryhttp_fallbacks_total, and closes the original's body; if it returns
-// only an error, that; if neither, the request's own outcome. A nil
-// function is invalid. By default none is called: no success is made up.
+// WithFallback sets a function called once when a request gives up
+// without a usable response (refused, out of attempts or time, a status
+// worth retrying not retried), with the request and what RoundTrip would
+// return. A response it returns is returned instead, marked with the
+// header Retryhttp-Fallback (the give-up reason) and counted, the
+// original closed; an error alone is returned; neither keeps the
+// outcome. A nil function is invalid. By default none is called.
 func WithFallback(fn func(*http.Request, *http.Response, error) (*http.Response, error)) Option {
 	return option("WithFallback", func(c *config) error {
 		if fn == nil {

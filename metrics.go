@@ -186,18 +186,12 @@ func (m *Metrics) forTransport(name string) *transportMetrics {
 		return tm
 	}
 	tm := &transportMetrics{
+		m:        m,
+		name:     name,
 		backoff:  m.backoff.WithLabelValues(name),
 		attempts: labelCache{vec: m.attempts, name: name},
 	}
-	for l, level := range criticalityLevels {
-		tm.retries[l] = labelCache{vec: m.retries, name: name, level: level}
-		for i, method := range methodLabels {
-			tm.requests[l][i] = m.requests.WithLabelValues(name, method, level)
-		}
-		for i, reason := range giveUpReasons {
-			tm.giveups[l][i] = m.giveups.WithLabelValues(name, string(reason), level)
-		}
-	}
+	tm.level(0) // the default's series are shown from the start
 	tm.hedges = m.hedges.WithLabelValues(name)
 	tm.hedgesWon = m.hedgeWon.WithLabelValues(name)
 	tm.openHosts = m.openHost.WithLabelValues(name)
@@ -232,8 +226,9 @@ func methodIndex(method string) int {
 // All its methods do nothing on a nil receiver, so that a Transport without
 // metrics pays one comparison.
 type transportMetrics struct {
-	requests  [len(criticalityLevels)][len(methodLabels)]prometheus.Counter
-	giveups   [len(criticalityLevels)][len(giveUpReasons)]prometheus.Counter
+	m         *Metrics
+	name      string
+	levels    [len(criticalityLevels)]atomic.Pointer[levelSeries] // made at the first request of each criticality
 	fallbacks [len(giveUpReasons)]prometheus.Counter
 	layered   [numLayers]prometheus.Counter
 	hedges    prometheus.Counter
@@ -243,8 +238,31 @@ type transportMetrics struct {
 	closed    prometheus.Counter
 	backoff   prometheus.Observer
 	attempts  labelCache
-	retries   [len(criticalityLevels)]labelCache
 	pacer     gauges
+}
+
+// levelSeries are the series of one name and criticality.
+type levelSeries struct {
+	requests [len(methodLabels)]prometheus.Counter
+	giveups  [len(giveUpReasons)]prometheus.Counter
+	retries  labelCache
+}
+
+// level is the series of criticality l, made at its first use.
+func (tm *transportMetrics) level(l int8) *levelSeries {
+	if ls := tm.levels[l+1].Load(); ls != nil {
+		return ls
+	}
+	text := levelText(l)
+	ls := &levelSeries{retries: labelCache{vec: tm.m.retries, name: tm.name, level: text}}
+	for i, method := range methodLabels {
+		ls.requests[i] = tm.m.requests.WithLabelValues(tm.name, method, text)
+	}
+	for i, reason := range giveUpReasons {
+		ls.giveups[i] = tm.m.giveups.WithLabelValues(tm.name, string(reason), text)
+	}
+	tm.levels[l+1].CompareAndSwap(nil, ls)
+	return tm.levels[l+1].Load()
 }
 
 // gaugeKind names a pacer's gauge.
@@ -279,7 +297,7 @@ func (tm *transportMetrics) gauges() *gauges {
 
 func (tm *transportMetrics) request(method string, level int8) {
 	if tm != nil {
-		tm.requests[level+1][methodIndex(method)].Inc()
+		tm.level(level).requests[methodIndex(method)].Inc()
 	}
 }
 
@@ -291,7 +309,7 @@ func (tm *transportMetrics) attempt(o outcomeID) {
 
 func (tm *transportMetrics) retry(o outcomeID, level int8, delay time.Duration) {
 	if tm != nil {
-		tm.retries[level+1].get(o).Inc()
+		tm.level(level).retries.get(o).Inc()
 		tm.backoff.Observe(delay.Seconds())
 	}
 }
@@ -332,7 +350,7 @@ func (tm *transportMetrics) giveUp(reason GiveUpReason, level int8) {
 		return
 	}
 	if i := reasonIndex(reason); i >= 0 {
-		tm.giveups[level+1][i].Inc()
+		tm.level(level).giveups[i].Inc()
 	}
 }
 

@@ -72,16 +72,16 @@ func TestMetricsExactCounts(t *testing.T) {
 	want := `
 # HELP retryhttp_requests_total Logical requests sent through a retryhttp Transport (RoundTrip calls).
 # TYPE retryhttp_requests_total counter
-retryhttp_requests_total{method="GET",name="api"} 5
-retryhttp_requests_total{method="POST",name="api"} 1
-retryhttp_requests_total{method="PUT",name="api"} 2
-retryhttp_requests_total{method="other",name="api"} 1
-retryhttp_requests_total{method="CONNECT",name="api"} 0
-retryhttp_requests_total{method="DELETE",name="api"} 0
-retryhttp_requests_total{method="HEAD",name="api"} 0
-retryhttp_requests_total{method="OPTIONS",name="api"} 0
-retryhttp_requests_total{method="PATCH",name="api"} 0
-retryhttp_requests_total{method="TRACE",name="api"} 0
+retryhttp_requests_total{criticality="default",method="GET",name="api"} 5
+retryhttp_requests_total{criticality="default",method="POST",name="api"} 1
+retryhttp_requests_total{criticality="default",method="PUT",name="api"} 2
+retryhttp_requests_total{criticality="default",method="other",name="api"} 1
+retryhttp_requests_total{criticality="default",method="CONNECT",name="api"} 0
+retryhttp_requests_total{criticality="default",method="DELETE",name="api"} 0
+retryhttp_requests_total{criticality="default",method="HEAD",name="api"} 0
+retryhttp_requests_total{criticality="default",method="OPTIONS",name="api"} 0
+retryhttp_requests_total{criticality="default",method="PATCH",name="api"} 0
+retryhttp_requests_total{criticality="default",method="TRACE",name="api"} 0
 # HELP retryhttp_attempts_total Attempts sent, first attempts and retries, by status code or error class.
 # TYPE retryhttp_attempts_total counter
 retryhttp_attempts_total{name="api",outcome="200"} 2
@@ -92,23 +92,23 @@ retryhttp_attempts_total{name="api",outcome="503"} 9
 retryhttp_attempts_total{name="api",outcome="reset"} 1
 # HELP retryhttp_retries_total Retries scheduled, by the outcome (status code or error class) of the attempt that failed.
 # TYPE retryhttp_retries_total counter
-retryhttp_retries_total{name="api",outcome="503"} 5
-retryhttp_retries_total{name="api",outcome="reset"} 1
+retryhttp_retries_total{criticality="default",name="api",outcome="503"} 5
+retryhttp_retries_total{criticality="default",name="api",outcome="reset"} 1
 # HELP retryhttp_giveups_total Retryable failures that were not retried, by why.
 # TYPE retryhttp_giveups_total counter
-retryhttp_giveups_total{name="api",reason="attempts"} 1
-retryhttp_giveups_total{name="api",reason="body"} 1
-retryhttp_giveups_total{name="api",reason="breaker"} 0
-retryhttp_giveups_total{name="api",reason="budget"} 1
-retryhttp_giveups_total{name="api",reason="circuit_open"} 0
-retryhttp_giveups_total{name="api",reason="deadline"} 1
-retryhttp_giveups_total{name="api",reason="limit"} 0
-retryhttp_giveups_total{name="api",reason="max_elapsed"} 0
-retryhttp_giveups_total{name="api",reason="quota"} 0
-retryhttp_giveups_total{name="api",reason="rate"} 0
-retryhttp_giveups_total{name="api",reason="retry_after"} 1
-retryhttp_giveups_total{name="api",reason="throttled"} 0
-retryhttp_giveups_total{name="api",reason="unsafe_method"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="attempts"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="body"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="breaker"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="budget"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="circuit_open"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="deadline"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="limit"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="max_elapsed"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="quota"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="rate"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="retry_after"} 1
+retryhttp_giveups_total{criticality="default",name="api",reason="throttled"} 0
+retryhttp_giveups_total{criticality="default",name="api",reason="unsafe_method"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"retryhttp_requests_total", "retryhttp_attempts_total", "retryhttp_retries_total", "retryhttp_giveups_total"); err != nil {
@@ -153,7 +153,7 @@ func TestMetricsSharedByNamedTransports(t *testing.T) {
 		resp.Body.Close()
 	}
 	for name, want := range map[string]float64{"payments": 2, "search": 1} {
-		if got := testutil.ToFloat64(m.retries.WithLabelValues(name, "503")); got != want {
+		if got := testutil.ToFloat64(m.retries.WithLabelValues(name, "503", "default")); got != want {
 			t.Errorf("retries{name=%q} = %v, want %v", name, got, want)
 		}
 	}
@@ -228,7 +228,7 @@ func TestLogRoute(t *testing.T) {
 var _ = http.MethodGet
 
 func testutilCounter(m *Metrics, r GiveUpReason) float64 {
-	return testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r)))
+	return testutil.ToFloat64(m.giveups.WithLabelValues(defaultName, string(r), "default"))
 }
 
 // The doc of Metrics names every family it collects.

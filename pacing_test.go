@@ -62,7 +62,7 @@ func TestThrottleRefusesThroughRoundTrip(t *testing.T) {
 		if sent := int(base.n.Load()); sent+refused != 400 || sent > 80 {
 			t.Errorf("%d sent and %d refused of 400 to a host that refuses all, want at most 80 sent", sent, refused)
 		}
-		if got := testutil.ToFloat64(m.giveups.WithLabelValues("default", "throttled")); int(got) != refused {
+		if got := testutil.ToFloat64(m.giveups.WithLabelValues("default", "throttled", "default")); int(got) != refused {
 			t.Errorf("retryhttp_giveups_total{reason=throttled} = %v, want %d", got, refused)
 		}
 		if got := testutil.ToFloat64(m.pacer[gaugeThrottle].WithLabelValues("default")); got < 0.9 {

@@ -52,10 +52,11 @@ type Policy struct {
 // policyDoc is one policy as written. Every field that stands for an
 // option is a pointer (or a list, nil when left out), so that a value
 // written as 0 is the option's 0, and one left out is the default.
-// Operation, InteractionType, Criticality, Fallback and Owner change
-// nothing in how requests are sent: they are the caller's (a fallback is
-// the caller's to serve, when an error matching ErrCircuitOpen comes
-// back, say).
+// Operation, InteractionType and Owner change nothing in how requests
+// are sent: they are the caller's. Criticality is WithCriticality, its
+// text read by policyCriticality; Fallback is handed to the caller with
+// a request that gave up (Error.Fallback, FallbackOf), never served by
+// the Transport.
 type policyDoc struct {
 	Dependency string `json:"dependency"`
 	Operation  string `json:"operation"`
@@ -165,7 +166,7 @@ type overloadSpec struct {
 }
 
 // fallback is what the caller serves when the dependency cannot answer:
-// kept for the caller, unused by the Transport.
+// handed to the caller as a Fallback, never served by the Transport.
 type fallback struct {
 	Type        string `json:"type"`
 	UserMessage string `json:"user_message"`
@@ -190,6 +191,8 @@ type observability struct {
 	AttemptHeaderValue *string `json:"attempt_header_value"`
 	// DeadlineHeader is WithDeadlineHeader.
 	DeadlineHeader *string `json:"deadline_header"`
+	// CriticalityHeader is WithCriticalityHeader.
+	CriticalityHeader *string `json:"criticality_header"`
 }
 
 // transportKey is what d says of the Transport as a whole, as text that

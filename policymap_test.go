@@ -20,10 +20,10 @@ var policyFields = []struct{ path, value, option string }{
 	{"operation", `"op"`, ""},
 	{"match", `"GET /x"`, ""}, // selects an operation; see TestPolicyOperations
 	{"interaction_type", `"synchronous-http"`, ""},
-	{"criticality", `"high"`, ""},
+	{"criticality", `"required-for-case-detail"`, "WithCriticality"},
 	{"owner", `"team"`, ""},
-	{"fallback.type", `"partial_response"`, ""},
-	{"fallback.user_message", `"later"`, ""},
+	{"fallback.type", `"partial_response"`, ""}, // handed to the caller: Error.Fallback, FallbackOf
+	{"fallback.user_message", `"later"`, ""},    // the same
 	{"semantic_safety.idempotent", `true`, "WithIdempotentIf"},
 	{"semantic_safety.side_effect", `true`, "NotIdempotent"}, // without idempotent: true
 	{"semantic_safety.idempotency_keys", `["POST"]`, "WithIdempotencyKeys"},
@@ -64,6 +64,7 @@ var policyFields = []struct{ path, value, option string }{
 	{"observability.attempt_header", `"X-Attempt"`, "WithAttemptHeader"},
 	{"observability.attempt_header_value", `"{retry}"`, "WithAttemptHeader"}, // with attempt_header (alone, an error)
 	{"observability.deadline_header", `"X-Timeout-Ms"`, "WithDeadlineHeader"},
+	{"observability.criticality_header", `"X-Criticality"`, "WithCriticalityHeader"},
 }
 
 // goOnly are the options without a policy field, and why.
@@ -72,6 +73,7 @@ var goOnly = map[string]string{
 	"WithLogRoute":       "takes a function",
 	"WithRetryIf":        "takes a function",
 	"WithKeyGenerator":   "takes a function",
+	"WithFallback":       "takes a function",
 	"WithRequestOptions": "carries options in a context",
 	"Idempotent":         "declares one request, in its context",
 	"NotIdempotent":      "declares one request, in its context",
@@ -137,7 +139,7 @@ func TestPolicyFieldsMatchOptions(t *testing.T) {
 		}
 		var names []string
 		for _, o := range opts {
-			if o.optionName() != "dependency" { // every policy's: it names the logs' records
+			if n := o.optionName(); n != "dependency" && n != "fallback" { // the logs' name, and the caller's fallback: no Option
 				names = append(names, o.optionName())
 			}
 		}

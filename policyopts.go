@@ -357,6 +357,9 @@ func (ob *observability) headerOptions() ([]fieldOption, error) {
 	case ob.AttemptHeaderValue != nil:
 		return nil, fieldErr("observability.attempt_header_value", "set, but attempt_header is not: name the header")
 	}
+	if ob.CriticalityHeader != nil {
+		fos = append(fos, fieldOption{"observability.criticality_header", WithCriticalityHeader(*ob.CriticalityHeader)})
+	}
 	if ob.DeadlineHeader != nil {
 		fos = append(fos, fieldOption{"observability.deadline_header", WithDeadlineHeader(*ob.DeadlineHeader)})
 	}

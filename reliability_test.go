@@ -396,11 +396,11 @@ func TestLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	requests := testutil.ToFloat64(m.requests.WithLabelValues(defaultName, "GET"))
+	requests := testutil.ToFloat64(m.requests.WithLabelValues(defaultName, "GET", "default"))
 	var attempts, retries float64
 	for _, o := range []string{"200", "503", "429"} {
 		attempts += testutil.ToFloat64(m.attempts.WithLabelValues(defaultName, o))
-		retries += testutil.ToFloat64(m.retries.WithLabelValues(defaultName, o))
+		retries += testutil.ToFloat64(m.retries.WithLabelValues(defaultName, o, "default"))
 	}
 	if calls.Load() != ended.Load() || float64(calls.Load()) != requests {
 		t.Errorf("%d calls, %d ended, %v counted", calls.Load(), ended.Load(), requests)

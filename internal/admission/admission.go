@@ -91,7 +91,10 @@ const (
 // A waiter is an attempt's place in a pacer's line (the static rate's,
 // the concurrency limit's). Its wake is closed when it is granted what
 // it waits for, or, as the pacer says, when the line moves.
-type waiter struct{ wake chan struct{} }
+type waiter struct {
+	wake  chan struct{}
+	level int8 // its request's criticality: the concurrency limit lets the higher go first
+}
 
 func newWaiter() *waiter { return &waiter{wake: make(chan struct{})} }
 

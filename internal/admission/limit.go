@@ -96,10 +96,11 @@ func (l *limiter) admit(a query) verdict {
 	case len(l.waiters) == 0 && l.inflight < l.cap():
 		l.inflight++
 		return verdict{act: actSend, permit: permit{took: true}}
-	case len(l.waiters) >= l.cfg.Max:
-		return refuse(reasonLimit)
+	case len(l.waiters) >= l.cfg.Max, a.level < 0 && 2*len(l.waiters) >= l.cfg.Max:
+		return refuse(reasonLimit) // the line is full; for a sheddable attempt, half full
 	}
 	w := newWaiter()
+	w.level = a.level
 	l.waiters = append(l.waiters, w)
 	return l.wait(a, w)
 }
@@ -146,13 +147,23 @@ func (l *limiter) leaveLocked(w *waiter) {
 }
 
 // releaseLocked frees a slot: the next waiter takes it, if the limit
-// allows; mu is held.
+// allows, the first of the highest criticality in line; mu is held.
 func (l *limiter) releaseLocked() {
 	l.inflight--
 	for len(l.waiters) > 0 && l.inflight < l.cap() {
-		w := l.waiters[0]
-		l.waiters[0] = nil
-		l.waiters = l.waiters[1:]
+		next := 0
+		for i, w := range l.waiters {
+			if w.level > l.waiters[next].level {
+				next = i
+			}
+		}
+		w := l.waiters[next]
+		if next == 0 {
+			l.waiters[0] = nil
+			l.waiters = l.waiters[1:]
+		} else {
+			l.waiters = slices.Delete(l.waiters, next, next+1)
+		}
 		l.inflight++
 		close(w.wake)
 	}

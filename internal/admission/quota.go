@@ -97,7 +97,7 @@ func (q *quota) admit(a query) verdict {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if wait := q.due(a.now); wait > 0 {
+	if wait := q.due(a.now, a.level); wait > 0 {
 		if a.waited+time.Duration(wait) > q.cfg.MaxWait || (a.deadline != 0 && a.now+wait >= a.deadline) || a.turn >= MaxQuotaTurns {
 			return refuse(reasonQuota)
 		}
@@ -107,10 +107,16 @@ func (q *quota) admit(a query) verdict {
 	return tookIt
 }
 
-// due is how long from now an attempt must wait for every quota it would
-// spend to have some left (plus jitter past a reset), or, spread, for its
-// turn; 0 if none; mu is held.
-func (q *quota) due(now int64) int64 {
+// quotaReserve is the part of a quota that a sheddable attempt leaves to
+// the others: it waits for the reset once no more than this is left.
+const quotaReserve = 0.1
+
+// due is how long from now an attempt of criticality level must wait for
+// every quota it would spend to have some left (plus jitter past a reset,
+// none for a critical one, which goes first), or, spread, for its turn; 0
+// if none; mu is held. A sheddable attempt finds a quota spent with a
+// tenth of it left (quotaReserve).
+func (q *quota) due(now int64, level int8) int64 {
 	var wait int64
 	for i := range q.parts {
 		p := &q.parts[i]
@@ -119,10 +125,10 @@ func (q *quota) due(now int64) int64 {
 		}
 		left := p.left(now)
 		switch {
-		case left < 1:
+		case left < 1 || (level < 0 && left < 1+quotaReserve*p.limit):
 			jitter := min(int64(quotaJitterMax), p.window/10)
 			w := p.reset - now
-			if jitter > 0 {
+			if jitter > 0 && level <= 0 {
 				w += q.jitter(jitter + 1)
 			}
 			wait = max(wait, w)

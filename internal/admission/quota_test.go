@@ -330,11 +330,11 @@ func TestQuotaFreshWordReplaces(t *testing.T) {
 	}
 	word(`"default";r=0;t=30`, sec, 0)
 	word(`"default";r=5;t=2`, 2*sec, sec/2) // sent before the first word came
-	if wait := q.due(base + 2*sec); wait < 29*sec {
+	if wait := q.due(base+2*sec, 0); wait < 29*sec {
 		t.Fatalf("after a late answer: wait %v, want the 29 s the host's last word says", time.Duration(wait))
 	}
 	word(`"default";r=5;t=2`, 3*sec, 2*sec) // sent after it
-	if wait := q.due(base + 3*sec); wait != 0 {
+	if wait := q.due(base+3*sec, 0); wait != 0 {
 		t.Errorf("after the host's next word (5 left): wait %v, want none", time.Duration(wait))
 	}
 }

@@ -170,7 +170,8 @@ func (cb *circuit) turnedAway(retry bool, now time.Time) {
 // release moves every held retry onto the ramp, each with its paced
 // turn: as long after now as it was due after the first of them (its own
 // wait, or when it was held), within half of what is left of its limit,
-// and never before its own wait; mu is held.
+// and never before its own wait; the turns go to the critical retries
+// first (criticalFirst); mu is held.
 func (cb *circuit) release(now time.Time) {
 	due := func(w *holder) time.Time {
 		if w.notBefore.After(w.since) {
@@ -191,6 +192,7 @@ func (cb *circuit) release(now time.Time) {
 		}
 		w.state, w.turn = holdRamping, turn
 	}
+	criticalFirst(cb.held)
 	cb.ramp = append(cb.ramp, cb.held...)
 	slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
 	clear(cb.held)
@@ -198,13 +200,44 @@ func (cb *circuit) release(now time.Time) {
 	cb.signal()
 }
 
+// criticalFirst gives the earliest turns of ws to its most critical
+// retries, each in the order it had among its own, none before its own
+// wait; with one criticality, it changes nothing.
+func criticalFirst(ws []*holder) {
+	if !slices.ContainsFunc(ws, func(w *holder) bool { return w.level != ws[0].level }) {
+		return
+	}
+	turns := make([]time.Time, len(ws))
+	for i, w := range ws {
+		turns[i] = w.turn
+	}
+	slices.SortFunc(turns, time.Time.Compare)
+	slices.SortStableFunc(ws, func(a, b *holder) int {
+		if a.level != b.level {
+			return int(b.level) - int(a.level)
+		}
+		return a.turn.Compare(b.turn)
+	})
+	for i, w := range ws {
+		w.turn = turns[i]
+		if w.turn.Before(w.notBefore) {
+			w.turn = w.notBefore
+		}
+	}
+}
+
 // grant lets the first retries of q (the ramp, or the held) go, one per
-// credit.
+// credit, the most critical first.
 func (cb *circuit) grant(q *[]*holder) {
 	for cb.credit > 0 && len(*q) > 0 {
-		w := (*q)[0]
-		(*q)[0] = nil
-		*q = (*q)[1:]
+		next := 0
+		for i, w := range *q {
+			if w.level > (*q)[next].level {
+				next = i
+			}
+		}
+		w := (*q)[next]
+		*q = slices.Delete(*q, next, next+1)
 		cb.credit--
 		w.state, w.epoch = holdGranted, cb.epoch
 		wakeOne(w)

@@ -42,12 +42,13 @@ type throttle struct {
 	ratio    float64
 	mu       sync.Mutex
 	views    [2]throttleView
-	at       int64   // mono of the last decay
-	drop     float64 // the probability of a refusal, as last computed
-	probed   int64   // mono of the last request let go against the odds
-	credit   float64 // the part of a send earned and not yet taken, below 1
-	answered int64   // mono start of the latest-sent attempt the host accepted
-	g        gauge   // its state, for the metrics
+	at       int64      // mono of the last decay
+	drop     float64    // the probability of a refusal, as last computed
+	probed   int64      // mono of the last request let go against the odds
+	credit   [3]float64 // per criticality (level + 1): the part of a send earned and not yet taken, below 1
+	offered  [3]float64 // first attempts offered per criticality, decayed as the long view
+	answered int64      // mono start of the latest-sent attempt the host accepted
+	g        gauge      // its state, for the metrics
 }
 
 type throttleView struct {
@@ -80,6 +81,10 @@ func (t *throttle) decay(now int64) {
 			f := math.Exp(-float64(d) / v.tau)
 			v.req, v.acc = v.req*f, v.acc*f
 		}
+		f := math.Exp(-float64(d) / t.views[1].tau)
+		for i := range t.offered {
+			t.offered[i] *= f
+		}
 		t.at = now
 	}
 }
@@ -97,27 +102,31 @@ func (t *throttle) probability() float64 {
 }
 
 // admit refuses a first attempt with the throttle's probability, and
-// counts it either way; later attempts are the retry budget's.
+// counts it either way; later attempts are the retry budget's. The
+// refusals fall on the lowest criticality first (share).
 func (t *throttle) admit(a query) verdict {
 	if a.kind != kindFirst {
 		return send
 	}
 	t.mu.Lock()
 	t.decay(a.now)
+	l := a.level + 1
+	t.offered[l]++
 	p := t.probability()
 	t.drop = p
+	q := t.share(p, l)
 	// Refused by credit, not by a draw: each request earns 1-p of a
 	// send, and one goes when a whole one is earned, so that what goes is
 	// spread evenly (random refusals bunch the sends, and a host with a
 	// small burst refuses some of the bunches).
 	refused := false
-	if p > 0 {
+	if q > 0 {
 		// The remainder is kept: capping the credit at 1 before a
 		// send took it threw the part past 1 away, so that a share of
 		// 0.8 sent every second request, 0.45 every third.
-		t.credit += 1 - p // below 1 before, so below 2 now
-		if refused = t.credit < 1; !refused {
-			t.credit--
+		t.credit[l] += 1 - q // below 1 before, so below 2 now
+		if refused = t.credit[l] < 1; !refused {
+			t.credit[l]--
 		}
 	}
 	if refused && a.now-t.probed >= int64(throttleProbeGap) {
@@ -134,6 +143,23 @@ func (t *throttle) admit(a query) verdict {
 		return refuse(reasonThrottled)
 	}
 	return send
+}
+
+// share is the probability of refusing a first attempt of criticality l
+// (level + 1) when p of all are to be refused: the refusals fall on the
+// sheddable ones first, as far as they go, then on the default, then on
+// the critical, by the share of each among those offered of late; mu is
+// held. With one criticality offered, it is p.
+func (t *throttle) share(p float64, l int8) float64 {
+	if p <= 0 || t.offered[l] >= t.offered[0]+t.offered[1]+t.offered[2] {
+		return p
+	}
+	total := t.offered[0] + t.offered[1] + t.offered[2]
+	left := p * total // refusals to place, in offered attempts
+	for i := range l {
+		left -= t.offered[i]
+	}
+	return min(max(left/t.offered[l], 0), 1)
 }
 
 func (t *throttle) giveBack(permit, time.Time) {}
