@@ -1,0 +1,139 @@
+package admission
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// On a failing host a sheddable retry fits half of the budget's share,
+// the other half is the default's and the critical's; on a healthy host
+// criticality changes nothing.
+func TestBudgetKeepsHalfFromTheSheddable(t *testing.T) {
+	for _, healthy := range []bool{false, true} {
+		var b Share
+		b.Init(0.1, 0)
+		var c budgetCtl
+		sec := int64(1_800_000_000)
+		c.attach(&b, "h", sec)
+		for range 100 {
+			c.admit(query{kind: kindFirst, sec: sec})
+		}
+		count := func(level int8) (n int) {
+			for range 20 {
+				if c.admit(query{kind: kindRetry, sec: sec, level: level, healthy: healthy}).act == actSend {
+					n++
+				}
+			}
+			return n
+		}
+		shed, crit := count(-1), count(1)
+		want := [2]int{5, 5}
+		if healthy {
+			want = [2]int{10, 0}
+		}
+		if shed != want[0] || crit != want[1] {
+			t.Errorf("healthy %v: %d sheddable then %d critical retries of the 10 the share allows; want %d and %d", healthy, shed, crit, want[0], want[1])
+		}
+	}
+}
+
+// The throttle's refusals fall on the sheddable first, then the default,
+// then the critical; one criticality alone takes them all, as before.
+func TestThrottleRefusesTheSheddableFirst(t *testing.T) {
+	var th throttle
+	th.offered = [3]float64{70, 0, 30}
+	if p := th.share(0.5, 0); p < 0.71 || p > 0.72 {
+		t.Errorf("half refused, 70%% sheddable: a sheddable one is refused with %.3f, want 0.714", p)
+	}
+	if p := th.share(0.5, 2); p != 0 {
+		t.Errorf("half refused, 70%% sheddable: a critical one is refused with %.3f, want 0", p)
+	}
+	if p := th.share(0.9, 2); p < 0.66 || p > 0.67 {
+		t.Errorf("0.9 refused: a critical one is refused with %.3f, want 0.667", p)
+	}
+	th.offered = [3]float64{0, 100, 0}
+	if p := th.share(0.4, 1); p != 0.4 {
+		t.Errorf("one criticality: refused with %.3f, want 0.4", p)
+	}
+}
+
+// The concurrency limit's line grants the most critical first, and keeps
+// its second half from the sheddable.
+func TestLimitLineLetsTheCriticalFirst(t *testing.T) {
+	l := newLimiter(&Limit{Min: 1, Max: 4}, gauge{})
+	l.limit = 1 // one slot, and a line of 4
+	ask := func(level int8) verdict { return l.admit(query{kind: kindFirst, level: level}) }
+	if v := ask(0); v.act != actSend {
+		t.Fatalf("the first attempt waits: %+v", v)
+	}
+	shed, def := ask(-1), ask(0)
+	if shed.act != actWait || def.act != actWait {
+		t.Fatalf("with the one slot taken: %v, %v; want both in line", shed.act, def.act)
+	}
+	if v := ask(-1); v.act != actRefuse {
+		t.Errorf("a sheddable attempt at a line half full: %v, want refused", v.act)
+	}
+	crit := ask(1)
+	if crit.act != actWait {
+		t.Fatalf("a critical attempt at a line half full: %v, want in line", crit.act)
+	}
+	l.giveBack(permit{took: true}, time.Time{})
+	if !crit.waiter.granted() || def.waiter.granted() || shed.waiter.granted() {
+		t.Errorf("the slot went to critical %v, default %v, sheddable %v; want the critical, last in line",
+			crit.waiter.granted(), def.waiter.granted(), shed.waiter.granted())
+	}
+	l.giveBack(permit{took: true}, time.Time{})
+	if !def.waiter.granted() || shed.waiter.granted() {
+		t.Errorf("the next slot: default %v, sheddable %v; want the default", def.waiter.granted(), shed.waiter.granted())
+	}
+}
+
+// Quota pacing keeps a tenth of a quota from the sheddable, and lets the
+// critical go at a reset without the jitter that spreads the others.
+func TestQuotaReserveAndCriticalFirst(t *testing.T) {
+	var q quota
+	q.init(&Quota{MaxWait: time.Minute})
+	q.jitter = func(n int64) int64 { return n - 1 }
+	base, sec := int64(monoOffset), int64(time.Second)
+	word := func(v string, now int64) {
+		q.observe(observation{took: true, header: http.Header{"Ratelimit": {v}}, status: 200, now: base + now, start: base + now - 1, wall: time.Unix(1_800_000_000, 0)})
+	}
+	word(`"default";r=99;t=30`, sec) // a quota of 100 a window
+	word(`"default";r=5;t=20`, 2*sec)
+	if w := q.due(base+2*sec, 0); w != 0 {
+		t.Errorf("5 of 100 left: a default attempt waits %v, want none", time.Duration(w))
+	}
+	if w := q.due(base+2*sec, -1); w < 20*sec {
+		t.Errorf("5 of 100 left: a sheddable attempt waits %v, want the 20 s to the reset", time.Duration(w))
+	}
+	word(`"default";r=0;t=20`, 2*sec)
+	crit, def := q.due(base+2*sec, 1), q.due(base+2*sec, 0)
+	if crit != 20*sec || def <= crit {
+		t.Errorf("spent: the critical waits %v, the default %v; want the critical at the reset, the default after it", time.Duration(crit), time.Duration(def))
+	}
+}
+
+// A release gives its earliest turns to the most critical retries, each
+// never before its own wait; with one criticality it changes nothing.
+func TestReleaseCriticalFirst(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	shed := &holder{level: -1, turn: at(0)}
+	def := &holder{level: 0, turn: at(10)}
+	late := &holder{level: 1, turn: at(20), notBefore: at(15)}
+	crit := &holder{level: 1, turn: at(30)}
+	ws := []*holder{shed, def, late, crit}
+	criticalFirst(ws)
+	if ws[0] != late || ws[1] != crit || ws[2] != def || ws[3] != shed {
+		t.Fatalf("order %v, %v, %v, %v; want the two critical, then the default, then the sheddable", ws[0].level, ws[1].level, ws[2].level, ws[3].level)
+	}
+	if !late.turn.Equal(at(15)) || !crit.turn.Equal(at(10)) || !def.turn.Equal(at(20)) || !shed.turn.Equal(at(30)) {
+		t.Errorf("turns %v %v %v %v; want 15 ms (its own wait), 10, 20, 30", late.turn.Sub(t0), crit.turn.Sub(t0), def.turn.Sub(t0), shed.turn.Sub(t0))
+	}
+	one := []*holder{{turn: at(5)}, {turn: at(1)}}
+	criticalFirst(one)
+	if !one[0].turn.Equal(at(5)) || !one[1].turn.Equal(at(1)) {
+		t.Errorf("one criticality: the turns moved")
+	}
+}
