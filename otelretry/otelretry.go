@@ -59,6 +59,7 @@ const (
 	AttrGiveUp      = attribute.Key("retryhttp.give_up_reason") // why a retryable outcome was not retried
 	AttrAttempts    = attribute.Key("retryhttp.attempts")       // on the request's span: attempts sent
 	AttrHedge       = attribute.Key("retryhttp.hedge")          // a hedged copy of the first attempt (WithHedging)
+	AttrCriticality = attribute.Key("retryhttp.criticality")    // "critical" or "sheddable" (WithCriticality); absent for the default
 	// AttrNetHTTPResends: the times net/http itself sent the attempt again,
 	// below retryhttp (a stale keep-alive connection, an HTTP/2 stream
 	// refused or beyond a GOAWAY), seen as connections got by the attempt
@@ -187,6 +188,9 @@ func (t *transport) attempt(ctx context.Context, a retryhttp.AttemptStart) (cont
 		AttrAttempt.Int(a.Attempt), AttrMaxAttempts.Int(a.MaxAttempts), AttrDownstream.String(a.Name))
 	if a.Hedge {
 		attrs = append(attrs, AttrHedge.Bool(true))
+	}
+	if a.Criticality != "" {
+		attrs = append(attrs, AttrCriticality.String(string(a.Criticality)))
 	}
 	if a.Attempt > 1 {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(a.Attempt-1), AttrDelay.Float64(ms(a.Delay)))

@@ -100,6 +100,21 @@ func TestSpansSuccessAtOnce(t *testing.T) {
 	if a := attrs(req); a[AttrAttempts].AsInt64() != 1 || a["http.response.status_code"].AsInt64() != 200 {
 		t.Errorf("request: %v", a)
 	}
+	if _, ok := attrs(tries[0])[AttrCriticality]; ok {
+		t.Errorf("a default request's attempt carries a criticality")
+	}
+}
+
+// An attempt's span carries its request's criticality.
+func TestSpansCarryCriticality(t *testing.T) {
+	spans, _, err := traced(t, retrytest.NewScriptTransport(), "GET", retryhttp.WithCriticality(retryhttp.Sheddable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tries := checkTree(t, spans, 1)
+	if got := attrs(tries[0])[AttrCriticality].AsString(); got != "sheddable" {
+		t.Errorf("criticality %q, want sheddable", got)
+	}
 }
 
 func TestSpansRetriedTwice(t *testing.T) {

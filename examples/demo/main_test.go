@@ -19,11 +19,11 @@ func TestDemo(t *testing.T) {
 		"attempt 1/4 failed (429), retried after 1",
 		"attempt 1/4 failed (reset), retried after",
 		"server received 2 attempt(s), 1 distinct Idempotency-Key",
-		"retryhttp_giveups_total{reason=\"unsafe_method\"} 1",
-		"retryhttp_giveups_total{reason=\"retry_after\"} 1",
-		"retryhttp_giveups_total{reason=\"deadline\"} 1",
-		"retryhttp_giveups_total{reason=\"attempts\"} 1",
-		"retryhttp_requests_total{method=\"GET\"} 7",
+		"retryhttp_giveups_total{criticality=\"default\",reason=\"unsafe_method\"} 1",
+		"retryhttp_giveups_total{criticality=\"default\",reason=\"retry_after\"} 1",
+		"retryhttp_giveups_total{criticality=\"default\",reason=\"deadline\"} 1",
+		"retryhttp_giveups_total{criticality=\"default\",reason=\"attempts\"} 1",
+		"retryhttp_requests_total{criticality=\"default\",method=\"GET\"} 7",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, s)
