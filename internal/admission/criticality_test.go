@@ -90,7 +90,8 @@ func TestLimitLineLetsTheCriticalFirst(t *testing.T) {
 }
 
 // Quota pacing keeps a tenth of a quota from the sheddable, and lets the
-// critical go at a reset without the jitter that spreads the others.
+// critical go first at a reset, within half the jitter that spreads the
+// others past it.
 func TestQuotaReserveAndCriticalFirst(t *testing.T) {
 	var q quota
 	q.init(&Quota{MaxWait: time.Minute})
@@ -109,8 +110,8 @@ func TestQuotaReserveAndCriticalFirst(t *testing.T) {
 	}
 	word(`"default";r=0;t=20`, 2*sec)
 	crit, def := q.due(base+2*sec, 1), q.due(base+2*sec, 0)
-	if crit != 20*sec || def <= crit {
-		t.Errorf("spent: the critical waits %v, the default %v; want the critical at the reset, the default after it", time.Duration(crit), time.Duration(def))
+	if crit <= 20*sec || def <= crit {
+		t.Errorf("spent: the critical waits %v, the default %v; want the critical past the reset, the default after it", time.Duration(crit), time.Duration(def))
 	}
 }
 

@@ -113,7 +113,7 @@ const quotaReserve = 0.1
 
 // due is how long from now an attempt of criticality level must wait for
 // every quota it would spend to have some left (plus jitter past a reset,
-// none for a critical one, which goes first), or, spread, for its turn; 0
+// half as much for a critical one, which goes first), or, spread, for its turn; 0
 // if none; mu is held. A sheddable attempt finds a quota spent with a
 // tenth of it left (quotaReserve).
 func (q *quota) due(now int64, level int8) int64 {
@@ -127,8 +127,11 @@ func (q *quota) due(now int64, level int8) int64 {
 		switch {
 		case left < 1 || (level < 0 && left < 1+quotaReserve*p.limit):
 			jitter := min(int64(quotaJitterMax), p.window/10)
+			if level > 0 {
+				jitter /= 2 // the critical draw from the first half
+			}
 			w := p.reset - now
-			if jitter > 0 && level <= 0 {
+			if jitter > 0 {
 				w += q.jitter(jitter + 1)
 			}
 			wait = max(wait, w)
