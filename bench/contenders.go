@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -27,22 +28,38 @@ type Policy struct {
 var CommonPolicy = Policy{MaxAttempts: 5, Base: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // Contender is a named way to make a retrying RoundTripper over a base.
+// The RoundTripper that New returns, if it is an io.Closer, is closed when
+// the storm's run ends.
 type Contender struct {
 	Name string
 	New  func(base http.RoundTripper) http.RoundTripper
+	// Tag marks a request's context critical or sheddable, the way the
+	// library is told; nil: the contender has no criticality, and its
+	// requests go untagged.
+	Tag func(ctx context.Context, critical bool) context.Context
+}
+
+// TagRetryHTTP tells retryhttp a request's criticality, per request:
+// Critical or Sheddable.
+func TagRetryHTTP(ctx context.Context, critical bool) context.Context {
+	c := retryhttp.Sheddable
+	if critical {
+		c = retryhttp.Critical
+	}
+	return retryhttp.WithRequestOptions(ctx, retryhttp.WithCriticality(c))
 }
 
 // Bare sends each request once: the baseline.
-var Bare = Contender{"bare", func(base http.RoundTripper) http.RoundTripper { return base }}
+var Bare = Contender{Name: "bare", New: func(base http.RoundTripper) http.RoundTripper { return base }}
 
 // RetryHTTP is retryhttp with its defaults.
-var RetryHTTP = Contender{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTP = Contender{Name: "retryhttp", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base)
-}}
+}, Tag: TagRetryHTTP}
 
 // RetryablehttpDefaults is go-retryablehttp with its defaults (4 retries,
 // 1 s to 30 s), used as a RoundTripper.
-var RetryablehttpDefaults = Contender{"retryablehttp-defaults", func(base http.RoundTripper) http.RoundTripper {
+var RetryablehttpDefaults = Contender{Name: "retryablehttp-defaults", New: func(base http.RoundTripper) http.RoundTripper {
 	c := retryablehttp.NewClient()
 	c.HTTPClient = &http.Client{Transport: base}
 	c.Logger = nil
@@ -51,7 +68,7 @@ var RetryablehttpDefaults = Contender{"retryablehttp-defaults", func(base http.R
 
 // Retryablehttp is go-retryablehttp with the common policy.
 func Retryablehttp(p Policy) Contender {
-	return Contender{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
+	return Contender{Name: "retryablehttp", New: func(base http.RoundTripper) http.RoundTripper {
 		c := retryablehttp.NewClient()
 		c.HTTPClient = &http.Client{Transport: base}
 		c.Logger = nil
@@ -64,7 +81,7 @@ func Retryablehttp(p Policy) Contender {
 // Failsafe is failsafe-go's HTTP retry policy with the common policy and
 // 50% jitter.
 func Failsafe(p Policy) Contender {
-	return Contender{"failsafe-go", func(base http.RoundTripper) http.RoundTripper {
+	return Contender{Name: "failsafe-go", New: func(base http.RoundTripper) http.RoundTripper {
 		return failsafehttp.NewRoundTripper(base, failsafeRetry(p))
 	}}
 }
@@ -87,28 +104,28 @@ func failsafeRetry(p Policy, final ...error) failsafe.Policy[*http.Response] {
 // RetryHTTPPolicy is retryhttp with the common policy (full jitter) and its
 // default budget.
 func RetryHTTPPolicy(p Policy, opts ...retryhttp.Option) Contender {
-	return Contender{"retryhttp-policy", func(base http.RoundTripper) http.RoundTripper {
+	return Contender{Name: "retryhttp-policy", New: func(base http.RoundTripper) http.RoundTripper {
 		o := append([]retryhttp.Option{retryhttp.WithMaxAttempts(p.MaxAttempts),
 			retryhttp.WithBackoff(retryhttp.FullJitter(p.Base, p.Max))}, opts...)
 		return retryhttp.New(base, o...)
-	}}
+	}, Tag: TagRetryHTTP}
 }
 
 // RetryHTTPFailFast is retryhttp with its defaults and a breaker that also
 // refuses first attempts while a host's circuit is open.
-var RetryHTTPFailFast = Contender{"retryhttp+failfast", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPFailFast = Contender{Name: "retryhttp+failfast", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithRetryBreaker(retryhttp.BreakerConfig{FailFast: true}))
-}}
+}, Tag: TagRetryHTTP}
 
 // RetryHTTPNoBreaker is retryhttp with the retry breaker off: the budget
 // alone, as before the breaker was on by default.
-var RetryHTTPNoBreaker = Contender{"retryhttp-nobreaker", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPNoBreaker = Contender{Name: "retryhttp-nobreaker", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithoutRetryBreaker())
-}}
+}, Tag: TagRetryHTTP}
 
 // Naive retries 5xx, 429 and errors up to 5 attempts with a fixed 1 s delay
 // and no jitter: the thundering herd, written by hand.
-var Naive = Contender{"naive-fixed-1s", func(base http.RoundTripper) http.RoundTripper {
+var Naive = Contender{Name: "naive-fixed-1s", New: func(base http.RoundTripper) http.RoundTripper {
 	return naive{base}
 }}
 
@@ -134,27 +151,27 @@ func (n naive) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // RetryHTTPThrottle is retryhttp with its defaults and WithThrottle(1.25).
-var RetryHTTPThrottle = Contender{"retryhttp+throttle", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPThrottle = Contender{Name: "retryhttp+throttle", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithThrottle(1.25))
-}}
+}, Tag: TagRetryHTTP}
 
 // RetryHTTPThrottle2 is retryhttp with its defaults and WithThrottle(2),
 // the ratio for a host that refuses bursts below its capacity.
-var RetryHTTPThrottle2 = Contender{"retryhttp+throttle2", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPThrottle2 = Contender{Name: "retryhttp+throttle2", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithThrottle(2))
-}}
+}, Tag: TagRetryHTTP}
 
 // RetryHTTPLimit is retryhttp with its defaults and an adaptive
 // concurrency limit from 64 down to 1.
-var RetryHTTPLimit = Contender{"retryhttp+limit", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPLimit = Contender{Name: "retryhttp+limit", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithConcurrencyLimit(1, 64))
-}}
+}, Tag: TagRetryHTTP}
 
 // RetryHTTPQuota is retryhttp with its defaults and quota pacing (waits
 // up to 30 s for a quota to reset).
-var RetryHTTPQuota = Contender{"retryhttp+quota", func(base http.RoundTripper) http.RoundTripper {
+var RetryHTTPQuota = Contender{Name: "retryhttp+quota", New: func(base http.RoundTripper) http.RoundTripper {
 	return retryhttp.New(base, retryhttp.WithQuotaPacing(30*time.Second, false))
-}}
+}, Tag: TagRetryHTTP}
 
 // overloaded is what the failsafe-go contenders count as a failure for
 // their throttler and limiter: what retryhttp's pacers count as a host's
@@ -175,7 +192,7 @@ func overloaded(resp *http.Response, err error) bool {
 // 10% in the last minute starts rejections, up to 90%), per attempt; a
 // rejection is not retried.
 func FailsafeThrottler(p Policy) Contender {
-	return Contender{"failsafe-go+throttler", func(base http.RoundTripper) http.RoundTripper {
+	return Contender{Name: "failsafe-go+throttler", New: func(base http.RoundTripper) http.RoundTripper {
 		rp := failsafeRetry(p, adaptivethrottler.ErrExceeded)
 		at := adaptivethrottler.NewBuilder[*http.Response]().HandleIf(overloaded).Build()
 		return failsafehttp.NewRoundTripper(base, rp, at)
@@ -187,7 +204,7 @@ func FailsafeThrottler(p Policy) Contender {
 // to twice the limit, waits up to 5 s), per attempt; a rejection is not
 // retried.
 func FailsafeLimiter(p Policy) Contender {
-	return Contender{"failsafe-go+limiter", func(base http.RoundTripper) http.RoundTripper {
+	return Contender{Name: "failsafe-go+limiter", New: func(base http.RoundTripper) http.RoundTripper {
 		rp := failsafeRetry(p, adaptivelimiter.ErrExceeded)
 		al := adaptivelimiter.NewBuilder[*http.Response]().
 			WithLimits(1, 64, 32).

@@ -16,7 +16,7 @@ import (
 
 func successContenders() []Contender {
 	// bare-again, last, is a control: its ratio to bare is the run's noise.
-	bareAgain := Contender{"bare-again", Bare.New}
+	bareAgain := Contender{Name: "bare-again", New: Bare.New}
 	return []Contender{Bare, RetryHTTP, Retryablehttp(CommonPolicy), Failsafe(CommonPolicy), bareAgain}
 }
 

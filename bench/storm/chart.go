@@ -1,3 +1,6 @@
+// This file holds the storm's chart: the attempts the server received
+// per 100 ms, one line per contender, and the outage as a band.
+
 package main
 
 import (

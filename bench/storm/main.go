@@ -2,7 +2,8 @@
 // steady stream (open loop) or one request after another (closed loop) of
 // GETs to a loopback server that answers 503 for D seconds, then serves a
 // bounded capacity, or to a server that is overloaded (serves a fixed rate,
-// refuses the excess at once), and it reports, per retry library (and
+// refuses the excess at once), some scenarios with a share of critical
+// requests and the rest sheddable, and it reports, per retry library (and
 // "bare", no retries), what the server received. It writes the per-100 ms series of
 // attempts to CSV and draws them as PNG charts.
 //
@@ -10,15 +11,11 @@
 package main
 
 import (
-	"encoding/csv"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +40,30 @@ func main() {
 	}
 	base := Scenario{N: *n, Rate: *rate, Capacity: *capacity, Work: *work, Timeout: 30 * time.Second,
 		Warmup: 5 * time.Second, Recovery: 5 * time.Second}
-	scenarios := []Scenario{
+	for _, sc := range scenarioList(base) {
+		if !selected(*only, sc.Name) {
+			continue
+		}
+		if *replot {
+			if err := replotCSV(*out, sc); err != nil {
+				log.Fatal(err)
+			}
+			continue
+		}
+		medians := runScenario(sc, contendersFor(sc), *contended, *runs)
+		if len(medians) == 0 {
+			continue
+		}
+		printTable(os.Stdout, sc, medians, *runs)
+		if err := writeFiles(*out, sc, medians); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// scenarioList is every scenario the storm runs, in order.
+func scenarioList(base Scenario) []Scenario {
+	return []Scenario{
 		with(base, "burst-D3", "burst", 3*time.Second, false, ""),
 		with(base, "burst-D1", "burst", time.Second, false, ""),
 		with(base, "steady-D5", "steady", 5*time.Second, false, ""),
@@ -61,6 +81,8 @@ func main() {
 		overload(base, 2),
 		overload(base, 4),
 		overload(base, 1.25),
+		mixed(base, 2, 0.3),
+		mixed(base, 4, 0.2),
 		overloadDeep(base),
 		overloadSlots(base, 2),
 		flapping(base),
@@ -70,59 +92,53 @@ func main() {
 		quota(base, 1),
 		quota(base, 10),
 	}
-	if *replot {
-		for _, sc := range scenarios {
-			if !selected(*only, sc.Name) {
-				continue
-			}
-			if err := replotCSV(*out, sc); err != nil {
-				log.Fatal(err)
-			}
-		}
-		return
-	}
+}
+
+// contendersFor is the contenders a scenario runs: those that can tell
+// critical from sheddable requests (and the baselines) in a mixed one,
+// else all.
+func contendersFor(sc Scenario) []bench.Contender {
 	p := bench.CommonPolicy
-	contenders := []bench.Contender{
+	if sc.Critical > 0 {
+		return []bench.Contender{
+			bench.Bare, bench.RetryHTTP, bench.RetryHTTPThrottle, bench.RetryHTTPLimit, bench.Failsafe(p),
+			bench.FailsafePriorityThrottler(p), bench.FailsafePriorityLimiter(p), bench.RetryablehttpDefaults,
+		}
+	}
+	return []bench.Contender{
 		bench.Bare, bench.RetryHTTP, bench.RetryHTTPFailFast, bench.RetryHTTPThrottle, bench.RetryHTTPThrottle2, bench.RetryHTTPLimit,
 		bench.RetryHTTPQuota, bench.RetryablehttpDefaults, bench.Retryablehttp(p), bench.Failsafe(p),
 		bench.FailsafeThrottler(p), bench.FailsafeLimiter(p), bench.Naive,
 	}
-	for _, sc := range scenarios {
-		if !selected(*only, sc.Name) {
+}
+
+// runScenario runs each of the contenders selected (all if contended is
+// empty) runs times in the scenario, and returns each one's medians.
+func runScenario(sc Scenario, contenders []bench.Contender, contended string, runs int) []Result {
+	var medians []Result
+	for _, c := range contenders {
+		if !selected(contended, c.Name) {
 			continue
 		}
-		var medians []Result
-		for _, c := range contenders {
-			if !selected(*contended, c.Name) {
-				continue
+		var rs []Result
+		for i := range runs {
+			r, err := Run(sc, c)
+			if err != nil {
+				log.Fatal(err)
 			}
-			var rs []Result
-			for i := range *runs {
-				r, err := Run(sc, c)
-				if err != nil {
-					log.Fatal(err)
-				}
-				log.Printf("%s %s run %d: %d attempts (%.2fx), %d/%d ok, outage %d/%d ok, %.1fs",
-					sc.Name, c.Name, i+1, r.Attempts, r.Amplification(), r.Successes, r.Requests,
-					r.OutageSuccess, r.OutageRequests, r.Elapsed.Seconds())
-				rs = append(rs, r)
+			mix := ""
+			if sc.Critical > 0 {
+				mix = fmt.Sprintf(", critical %d/%d ok, sheddable %d/%d ok",
+					r.CriticalSuccesses, r.CriticalRequests, r.SheddableSuccesses, r.SheddableRequests)
 			}
-			medians = append(medians, median(rs))
+			log.Printf("%s %s run %d: %d attempts (%.2fx), %d/%d ok, outage %d/%d ok%s, %.1fs",
+				sc.Name, c.Name, i+1, r.Attempts, r.Amplification(), r.Successes, r.Requests,
+				r.OutageSuccess, r.OutageRequests, mix, r.Elapsed.Seconds())
+			rs = append(rs, r)
 		}
-		if len(medians) == 0 {
-			continue
-		}
-		printTable(os.Stdout, sc, medians, *runs)
-		if err := writeCSV(filepath.Join(*out, sc.Name+".csv"), medians); err != nil {
-			log.Fatal(err)
-		}
-		if err := writeSummary(filepath.Join(*out, sc.Name+"-summary.csv"), medians); err != nil {
-			log.Fatal(err)
-		}
-		if err := drawChart(filepath.Join(*out, sc.Name+".png"), sc, medians); err != nil {
-			log.Fatal(err)
-		}
+		medians = append(medians, median(rs))
 	}
+	return medians
 }
 
 func with(s Scenario, name, shape string, d time.Duration, perProcess bool, retryAfter string) Scenario {
@@ -171,6 +187,15 @@ func closed(s Scenario, name string, w int, think time.Duration, perWorker bool)
 func overload(s Scenario, k float64) Scenario {
 	s = with(s, fmt.Sprintf("overload-%gx", k), "steady", 0, false, "")
 	s.RateCap, s.Rate, s.Warmup, s.Recovery = 500, int(500*k), 10*time.Second, 0
+	return s
+}
+
+// mixed is overload(s, k) offered requests of mixed criticality: a
+// share critical, the rest sheddable.
+func mixed(s Scenario, k, share float64) Scenario {
+	s = overload(s, k)
+	s.Name += "-mixed"
+	s.Critical = share
 	return s
 }
 
@@ -289,217 +314,13 @@ func median(rs []Result) Result {
 	m.ServedOffered = int64(pick(func(r Result) float64 { return float64(r.ServedOffered) }))
 	m.TooMany = int64(pick(func(r Result) float64 { return float64(r.TooMany) }))
 	m.QuotaUsed = pick(func(r Result) float64 { return r.QuotaUsed })
+	m.CriticalRequests = int(pick(func(r Result) float64 { return float64(r.CriticalRequests) }))
+	m.CriticalSuccesses = int(pick(func(r Result) float64 { return float64(r.CriticalSuccesses) }))
+	m.SheddableRequests = int(pick(func(r Result) float64 { return float64(r.SheddableRequests) }))
+	m.SheddableSuccesses = int(pick(func(r Result) float64 { return float64(r.SheddableSuccesses) }))
 	for i := range m.Phases {
 		m.Phases[i].Goodput = pick(func(r Result) float64 { return r.Phases[i].Goodput })
 		m.Phases[i].P99 = time.Duration(pick(func(r Result) float64 { return float64(r.Phases[i].P99) }))
 	}
 	return m
-}
-
-func printTable(w io.Writer, sc Scenario, rs []Result, runs int) {
-	mode := "one shared client"
-	if sc.PerProcess {
-		mode = "one client per request (no shared state)"
-	}
-	ra := ""
-	if sc.RetryAfter != "" {
-		ra = ", Retry-After: " + sc.RetryAfter + " during the outage"
-	}
-	if sc.Instances > 1 {
-		mode = fmt.Sprintf("a fleet of %d instances, each its own client, arrivals round-robin", sc.Instances)
-	}
-	switch {
-	case len(sc.Steps) > 0:
-		fmt.Fprintf(w, "\n%s: a server whose capacity steps %s, each request served in %v, as many again queued, 503 beyond; offered %d req/s (open loop); each phase measured from %v after its step; %s; %s\n\n",
-			sc.Name, stepsText(sc), sc.Work, sc.Rate, settle, mode, runsText(runs))
-		fmt.Fprint(w, "| contender | requests | attempts | success |")
-		for _, st := range sc.Steps {
-			fmt.Fprintf(w, " goodput / capacity, from %v (%d) | p99 at the server |", st.At+settle, st.Capacity)
-		}
-		fmt.Fprint(w, " p99 time to fail |\n|---|---|---|---|")
-		for range sc.Steps {
-			fmt.Fprint(w, "---|---|")
-		}
-		fmt.Fprintln(w, "---|")
-		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.1f%% |", r.Contender, r.Requests, r.Attempts, pct(r.Successes, r.Requests))
-			for _, ph := range r.Phases {
-				fmt.Fprintf(w, " %.2f | %v |", ph.Goodput, round(ph.P99))
-			}
-			fmt.Fprintf(w, " %v |\n", round(r.FailP99))
-		}
-		return
-	case sc.Quota > 0:
-		fmt.Fprintf(w, "\n%s: a server with a quota of %d per %v, in RateLimit on every answer, 429 once spent; offered %d req/s for %v (open loop), deadline %v; %s; %s\n\n",
-			sc.Name, sc.Quota, sc.QuotaWindow, sc.Rate, sc.Warmup, sc.Timeout, mode, runsText(runs))
-		fmt.Fprintln(w, "| contender | requests | attempts | answered 429 | share of attempts | quota used | success | p99 (successes) | p99 time to fail |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
-		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %d | %.1f%% | %.1f%% | %.1f%% | %v | %v |\n",
-				r.Contender, r.Requests, r.Attempts, r.TooMany, 100*float64(r.TooMany)/float64(max(r.Attempts, 1)),
-				100*r.QuotaUsed, pct(r.Successes, r.Requests), round(r.P99), round(r.FailP99))
-		}
-		return
-	case sc.RateCap > 0 || sc.Slots > 0:
-		server, arrive := fmt.Sprintf("serves %d req/s and refuses the excess at once (503)", sc.RateCap), "evenly spaced"
-		if sc.Slots > 0 {
-			server = fmt.Sprintf("serves %d requests at once, each for %v, and refuses one that finds them all busy at once (503, no queue)", sc.Slots, sc.Work)
-		}
-		if sc.Poisson {
-			arrive = "at random (Poisson)"
-		}
-		fmt.Fprintf(w, "\n%s: a server that %s, never down; offered %d req/s %s for %v (open loop); %s; %s\n\n",
-			sc.Name, server, sc.Rate, arrive, sc.Warmup, mode, runsText(runs))
-		fmt.Fprintf(w, "| contender | requests | attempts | attempts / request | server arrivals / capacity (the %v offered) | goodput / capacity (the %v offered) | goodput / capacity (whole run) | success |\n", sc.Warmup, sc.Warmup)
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-		for _, r := range rs {
-			arr, good, offered := r.Load(sc)
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f× | %.2f | %.2f | %.1f%% |\n",
-				r.Contender, r.Requests, r.Attempts, r.Amplification(), arr, offered, good, pct(r.Successes, r.Requests))
-		}
-		return
-	case sc.Shape == "closed":
-		if sc.PerWorker {
-			mode = "each worker its own client (a fleet of sequential clients)"
-		}
-		fmt.Fprintf(w, "\n%s: %d workers, each sending its next request when the last ends (think %v), %v healthy, %v outage, %v after; capacity %d × %v; %s; %s\n\n",
-			sc.Name, sc.Workers, sc.Think, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, mode, runsText(runs))
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts/s at the server in outage | attempts in outage / requests started in it | first success after recovery | successes/s in 2 s after | success (all) | p99 time to fail | 503s shed after | success (started in 2 s after) |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
-		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.2f× | %v | %.0f | %.1f%% | %v | %d | %.1f%% |\n",
-				r.Contender, r.Requests, r.Attempts, r.OutageRate(sc), r.OutageAmplification(), firstOK(r.FirstOK),
-				float64(r.OKAfter2s)/2, pct(r.Successes, r.Requests), round(r.FailP99), r.ShedAfter, pct(r.AfterSuccess, r.AfterRequests))
-		}
-		return
-	}
-	if sc.Shape == "steady" {
-		weak := ""
-		if sc.WeakRate > 0 {
-			weak = fmt.Sprintf(", after the outage %d req/s at most (503 beyond)", sc.WeakRate)
-		}
-		fmt.Fprintf(w, "\n%s: %d req/s, %v healthy, %v outage, %v recovery; capacity %d × %v%s; %s%s; %s\n\n",
-			sc.Name, sc.Rate, sc.Warmup, sc.Outage, sc.Recovery, sc.Capacity, sc.Work, weak, mode, ra, runsText(runs))
-		fmt.Fprintln(w, "| contender | requests | attempts | attempts in outage / requests started in it | peak /100ms outage | peak /100ms in 2 s after | 503s shed after | first success after recovery | success (all) | success (started in outage) | success (started in 2 s after) | p50 | p99 | p99 time to fail |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-		for _, r := range rs {
-			fmt.Fprintf(w, "| %s | %d | %d | %.2f× | %d | %d | %d | %v | %.1f%% | %.1f%% | %.1f%% | %v | %v | %v |\n",
-				r.Contender, r.Requests, r.Attempts, r.OutageAmplification(), r.PeakOutage, r.PeakAfter2s, r.ShedAfter, firstOK(r.FirstOK),
-				pct(r.Successes, r.Requests), pct(r.OutageSuccess, r.OutageRequests), pct(r.AfterSuccess, r.AfterRequests),
-				round(r.P50), round(r.P99), round(r.FailP99))
-		}
-		return
-	}
-	fmt.Fprintf(w, "\n%s: %d GETs at t=0, %v outage; capacity %d × %v; %s%s; %s\n\n",
-		sc.Name, sc.N, sc.Outage, sc.Capacity, sc.Work, mode, ra, runsText(runs))
-	fmt.Fprintln(w, "| contender | attempts | amplification | peak /100ms outage | peak /100ms after | success | p50 | p99 | done after | 503s shed after |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %d | %.2f× | %d | %d | %.1f%% | %v | %v | %.1fs | %d |\n",
-			r.Contender, r.Attempts, r.Amplification(), r.PeakOutage, r.PeakRecovery,
-			pct(r.Successes, r.Requests), round(r.P50), round(r.P99), r.Elapsed.Seconds(), r.ShedAfter)
-	}
-}
-
-func stepsText(sc Scenario) string {
-	var parts []string
-	for _, st := range sc.Steps {
-		parts = append(parts, fmt.Sprintf("%d at %v", st.Capacity, st.At))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func runsText(runs int) string {
-	if runs == 1 {
-		return "one run"
-	}
-	return fmt.Sprintf("medians of %d runs", runs)
-}
-
-func firstOK(d time.Duration) string {
-	if d < 0 {
-		return "none"
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
-
-func round(d time.Duration) time.Duration {
-	if d == 0 {
-		return 0
-	}
-	return d.Round(10 * time.Millisecond)
-}
-
-// replotCSV draws a scenario's chart from its CSV in dir, contenders in
-// the order the file gives them.
-func replotCSV(dir string, sc Scenario) error {
-	f, err := os.Open(filepath.Join(dir, sc.Name+".csv"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return err
-	}
-	var rs []Result
-	for _, row := range rows[1:] {
-		v, err := strconv.ParseInt(row[2], 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.Name, err)
-		}
-		if len(rs) == 0 || rs[len(rs)-1].Contender != row[0] {
-			rs = append(rs, Result{Contender: row[0]})
-		}
-		rs[len(rs)-1].Series = append(rs[len(rs)-1].Series, v)
-	}
-	return drawChart(filepath.Join(dir, sc.Name+".png"), sc, rs)
-}
-
-func writeCSV(path string, rs []Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"contender", "t_ms", "attempts"})
-	for _, r := range rs {
-		for i, v := range r.Series {
-			w.Write([]string{r.Contender, itoa(int64(i) * int64(bucket/time.Millisecond)), itoa(v)})
-		}
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeSummary writes a scenario's figures per contender, one row each:
-// the requests and attempts, the success of all requests, of those
-// started in the outage and in the 2 s after it, and the 503s the server
-// shed after it.
-func writeSummary(path string, rs []Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"contender", "requests", "attempts", "successes", "outage_requests", "outage_successes",
-		"after2s_requests", "after2s_successes", "after2s_success_pct", "shed_after", "first_ok_ms"})
-	for _, r := range rs {
-		w.Write([]string{r.Contender, strconv.Itoa(r.Requests), itoa(r.Attempts), strconv.Itoa(r.Successes),
-			strconv.Itoa(r.OutageRequests), strconv.Itoa(r.OutageSuccess), strconv.Itoa(r.AfterRequests),
-			strconv.Itoa(r.AfterSuccess), strconv.FormatFloat(pct(r.AfterSuccess, r.AfterRequests), 'f', 1, 64),
-			itoa(r.ShedAfter), itoa(max(r.FirstOK.Milliseconds(), -1))})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

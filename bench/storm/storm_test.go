@@ -1,6 +1,13 @@
+// This file holds the storm engine's tests: each shape of scenario run
+// for a moment on loopback, without retries (and once with retryhttp),
+// its figures checked against what the shape must give.
+
 package main
 
 import (
+	"context"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +209,95 @@ func TestRecoveryWeakShape(t *testing.T) {
 	if r.ShedAfter < 20 || r.ShedAfter > 40 || r.Successes < before+20 || int64(r.Successes) != int64(r.Requests-r.OutageRequests)-r.ShedAfter {
 		t.Errorf("bare, served at half the offered rate after the outage: %d shed, %d ok of %d (%d before the outage); want about 30 of the 60 after it shed, the rest ok",
 			r.ShedAfter, r.Successes, r.Requests, before)
+	}
+}
+
+// tagCounter is a contender that sends each request once, as bare does,
+// and counts the requests it was told were critical or sheddable.
+type tagCounter struct{ critical, sheddable atomic.Int64 }
+
+type tagKey struct{}
+
+func (tc *tagCounter) contender() bench.Contender {
+	return bench.Contender{Name: "tag-counter",
+		New: func(base http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				switch req.Context().Value(tagKey{}) {
+				case true:
+					tc.critical.Add(1)
+				case false:
+					tc.sheddable.Add(1)
+				}
+				return base.RoundTrip(req)
+			})
+		},
+		Tag: func(ctx context.Context, critical bool) context.Context {
+			return context.WithValue(ctx, tagKey{}, critical)
+		},
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// A mixed scenario's criticality is drawn per request index, the same for
+// every contender: the run counts the critical and sheddable requests
+// drawn, and their successes; each request is one or the other, tagged so;
+// and with no critical share, none is tagged or counted.
+func TestMixedCriticality(t *testing.T) {
+	for _, m := range []struct {
+		sc    Scenario
+		name  string
+		rate  int
+		share float64
+	}{{mixed(Scenario{}, 2, 0.3), "overload-2x-mixed", 1000, 0.3}, {mixed(Scenario{}, 4, 0.2), "overload-4x-mixed", 2000, 0.2}} {
+		if m.sc.Name != m.name || m.sc.RateCap != 500 || m.sc.Rate != m.rate || m.sc.Warmup != 10*time.Second || m.sc.Critical != m.share {
+			t.Errorf("%s: %+v; want overload's shape, %d req/s offered, %.0f%% critical", m.name, m.sc, m.rate, 100*m.share)
+		}
+	}
+	drawn := 0
+	for i := range 100_000 {
+		if (Scenario{Critical: 0.3}).classOf(i) == critical {
+			drawn++
+		}
+	}
+	if drawn < 29_500 || drawn > 30_500 {
+		t.Errorf("%d of 100000 drawn critical at a share of 0.3; want about 30000", drawn)
+	}
+	// Offered twice what the server serves: about half succeed.
+	sc := Scenario{Name: "smoke-mixed", Shape: "steady", RateCap: 200, Rate: 400, Warmup: 500 * time.Millisecond,
+		Timeout: 10 * time.Second, Critical: 0.3}
+	want := 0
+	for i := range 200 {
+		if sc.classOf(i) == critical {
+			want++
+		}
+	}
+	if want < 45 || want > 75 {
+		t.Fatalf("%d of 200 drawn critical at a share of 0.3; want about 60", want)
+	}
+	tc := &tagCounter{}
+	r, err := Run(sc, tc.contender())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 200 || r.CriticalRequests != want || r.SheddableRequests != 200-want ||
+		tc.critical.Load() != int64(want) || tc.sheddable.Load() != int64(200-want) {
+		t.Errorf("%d requests, %d critical, %d sheddable, tagged %d and %d; want 200, %d, %d, tagged so",
+			r.Requests, r.CriticalRequests, r.SheddableRequests, tc.critical.Load(), tc.sheddable.Load(), want, 200-want)
+	}
+	if r.CriticalSuccesses+r.SheddableSuccesses != r.Successes || r.Successes < 60 || r.Successes > 150 ||
+		r.CriticalSuccesses > r.CriticalRequests || r.SheddableSuccesses > r.SheddableRequests {
+		t.Errorf("%d ok: %d critical, %d sheddable; want about half of 200, split between the two", r.Successes, r.CriticalSuccesses, r.SheddableSuccesses)
+	}
+	sc.Critical = 0
+	tc = &tagCounter{}
+	r, err = Run(sc, tc.contender())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.critical.Load()+tc.sheddable.Load() != 0 || r.CriticalRequests+r.SheddableRequests+r.CriticalSuccesses+r.SheddableSuccesses != 0 {
+		t.Errorf("no critical share: %d and %d tagged, %+v counted; want none", tc.critical.Load(), tc.sheddable.Load(), r)
 	}
 }
