@@ -52,7 +52,7 @@ func (b *Share) Init(ratio, minPerSecond float64) {
 // are made at its first retry: one that never retries keeps none.
 type hostBudget struct {
 	firsts  buckets
-	retries atomic.Pointer[buckets]
+	retries atomic.Pointer[retryCounts]
 	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
 	// owed is what a recovery lent: the first attempts still to be sent
 	// before the next recovery may lend again, 1/ratio for each retry it
@@ -64,6 +64,13 @@ type hostBudget struct {
 // buckets are a count's one-second buckets.
 type buckets [budgetBuckets]atomic.Uint64
 
+// retryCounts are a host's retries' buckets, and the last Unix second in
+// which the share had no room for a retry that was not sheddable.
+type retryCounts struct {
+	buckets
+	contested atomic.Int64
+}
+
 // noRetries are the retries' buckets of a host that has made none: all
 // zero, and only read.
 var noRetries buckets
@@ -71,18 +78,25 @@ var noRetries buckets
 // counted is h's retries' buckets, noRetries if it has made none: to read.
 func (h *hostBudget) counted() *buckets {
 	if r := h.retries.Load(); r != nil {
-		return r
+		return &r.buckets
 	}
 	return &noRetries
 }
 
-// counting is h's retries' buckets, made if it has none: to count in.
-func (h *hostBudget) counting() *buckets {
+// counting is h's retries' counts, made if it has none: to count in.
+func (h *hostBudget) counting() *retryCounts {
 	if r := h.retries.Load(); r != nil {
 		return r
 	}
-	h.retries.CompareAndSwap(nil, new(buckets))
+	h.retries.CompareAndSwap(nil, new(retryCounts))
 	return h.retries.Load()
+}
+
+// contestedAt reports whether a retry that was not sheddable found the
+// share spent in second sec or the one before.
+func (h *hostBudget) contestedAt(sec int64) bool {
+	r := h.retries.Load()
+	return r != nil && r.contested.Load() >= sec-1
 }
 
 func bucketAdd(b *atomic.Uint64, sec int64) {
@@ -121,8 +135,8 @@ func (b *Share) room(h *hostBudget, sec int64, floor bool) bool {
 	return b.fits(h, sec, floor, 1, 1)
 }
 
-// shedPart is the part of the share that a sheddable retry may fill on a
-// failing host: the rest is kept for the default and critical ones.
+// shedPart is the part of the share that a sheddable retry may fill: the
+// rest is kept for the default and critical ones.
 const shedPart = 0.5
 
 // fits reports whether the retries counted now plus add fit part of the
@@ -144,7 +158,7 @@ func (b *Share) allow(h *hostBudget, sec int64, floor bool, part float64) bool {
 	if !b.fits(h, sec, floor, 1, part) {
 		return false
 	}
-	cur := &h.counting()[uint64(sec)%budgetBuckets]
+	cur := &h.counting().buckets[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
 		old := cur.Load()
@@ -180,8 +194,10 @@ func (b *Share) refund(h *hostBudget, sec int64) {
 //   - first attempts: counted, never refused.
 //   - a retry, probe or hedge: charged if it fits the share, or the floor
 //     while the host is not failing; otherwise refused, reason budget. A
-//     sheddable one, on a failing host, fits only half of the share: the
-//     other half is kept for the default and critical ones. It
+//     sheddable one fits only half of the share (the floor is the same),
+//     and none of it for 1 to 2 s after the share had no room for a
+//     default or critical one: they go first, and the sheddable have
+//     what they leave. It
 //     holds none: the floor is withdrawn from a failing host, not lent to
 //     it later, and whether a refused retry may wait for an outage's end
 //     is the gate's to say (retry.go).
@@ -207,11 +223,19 @@ func (c *budgetCtl) admit(a query) verdict {
 		return send // never reached the server: it costs it nothing
 	}
 	part := 1.0
-	if a.level < 0 && !a.healthy {
+	if a.level < 0 {
 		part = shedPart
+		if h.contestedAt(a.sec) {
+			part = 0 // the floor only
+		}
 	}
 	if c.b.allow(h, a.sec, a.healthy, part) {
 		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
+	}
+	if a.level >= 0 {
+		if r := h.counting(); r.contested.Load() < a.sec {
+			r.contested.Store(a.sec)
+		}
 	}
 	return refuse(reasonBudget)
 }
@@ -270,7 +294,7 @@ func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <
 // never serves no one, never.
 func (c *budgetCtl) lend(sec int64) {
 	h := &c.e.v
-	bucketAdd(&h.counting()[uint64(sec)%budgetBuckets], sec)
+	bucketAdd(&h.counting().buckets[uint64(sec)%budgetBuckets], sec)
 	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 

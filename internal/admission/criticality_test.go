@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// On a failing host a sheddable retry fits half of the budget's share,
-// the other half is the default's and the critical's; on a healthy host
-// criticality changes nothing.
+// A sheddable retry fits half of the budget's share, the other half is
+// the default's and the critical's; the floor of a quiet host is the same
+// for all.
 func TestBudgetKeepsHalfFromTheSheddable(t *testing.T) {
-	for _, healthy := range []bool{false, true} {
+	for _, floor := range []float64{0, 10} {
 		var b Share
-		b.Init(0.1, 0)
+		b.Init(0.1, floor)
 		var c budgetCtl
 		sec := int64(1_800_000_000)
 		c.attach(&b, "h", sec)
@@ -21,19 +21,34 @@ func TestBudgetKeepsHalfFromTheSheddable(t *testing.T) {
 		}
 		count := func(level int8) (n int) {
 			for range 20 {
-				if c.admit(query{kind: kindRetry, sec: sec, level: level, healthy: healthy}).act == actSend {
+				if c.admit(query{kind: kindRetry, sec: sec, level: level, healthy: true}).act == actSend {
 					n++
 				}
 			}
 			return n
 		}
 		shed, crit := count(-1), count(1)
-		want := [2]int{5, 5}
-		if healthy {
-			want = [2]int{10, 0}
+		want := [2]int{5, 5} // of the 10 the share allows
+		if floor > 0 {
+			want = [2]int{20, 10} // 30 in the floor's 3 s
 		}
 		if shed != want[0] || crit != want[1] {
-			t.Errorf("healthy %v: %d sheddable then %d critical retries of the 10 the share allows; want %d and %d", healthy, shed, crit, want[0], want[1])
+			t.Errorf("floor %v: %d sheddable then %d critical retries; want %d and %d", floor, shed, crit, want[0], want[1])
+		}
+		if floor > 0 {
+			continue
+		}
+		// The critical found the share spent: for the rest of this second
+		// and the next, the sheddable have none of what frees up.
+		for range 200 {
+			c.admit(query{kind: kindFirst, sec: sec + 1})
+		}
+		if n := count(-1); n != 0 {
+			t.Errorf("after a critical retry was refused: %d sheddable retries, want none", n)
+		}
+		sec += 2
+		if n := count(-1); n == 0 {
+			t.Errorf("2 s after a critical retry was refused: no sheddable retry, want some")
 		}
 	}
 }
@@ -55,6 +70,20 @@ func TestThrottleRefusesTheSheddableFirst(t *testing.T) {
 	th.offered = [3]float64{0, 100, 0}
 	if p := th.share(0.4, 1); p != 0.4 {
 		t.Errorf("one criticality: refused with %.3f, want 0.4", p)
+	}
+	// A host that accepts half of what it is sent: at the ratio 1.25, 37%
+	// are refused; the sheddable yield until it is sent 1.05 × what it
+	// accepts (47% refused), and the critical none.
+	th.init(1.25)
+	th.views[1].req, th.views[1].acc = 1000, 500
+	p := th.probability()
+	th.offered = [3]float64{70, 0, 30}
+	if s, c := th.share(p, 0), th.share(p, 2); s < 0.677 || s > 0.679 || c != 0 {
+		t.Errorf("70%% sheddable: refused %.3f of the sheddable, %.3f of the critical; want 0.678 and 0", s, c)
+	}
+	th.offered = [3]float64{100, 0, 0}
+	if s := th.share(p, 0); s < 0.474 || s > 0.475 {
+		t.Errorf("only sheddable: refused %.3f, want 0.474 (the ratio 1.05)", s)
 	}
 }
 

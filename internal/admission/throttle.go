@@ -92,11 +92,20 @@ func (t *throttle) decay(now int64) {
 // probability is the share of requests to refuse now, the larger of the
 // two views' (the long one's with SRE's "+1", which keeps a quiet
 // client's few requests from being refused); mu is held.
-func (t *throttle) probability() float64 {
+func (t *throttle) probability() float64 { return t.refusing(t.ratio) }
+
+// shedRatio is the ratio the sheddable are throttled to, when the
+// Transport's is larger: they yield until the host receives little more
+// than it accepts, so that the others' attempts are rarely turned away.
+const shedRatio = 1.05
+
+// refusing is the share of requests to refuse for the host to receive
+// ratio × what it accepts; mu is held.
+func (t *throttle) refusing(ratio float64) float64 {
 	s, l := &t.views[0], &t.views[1]
-	p := (l.req - t.ratio*l.acc) / (l.req + 1)
+	p := (l.req - ratio*l.acc) / (l.req + 1)
 	if s.req > throttleShortMin {
-		p = max(p, 1-t.ratio*s.acc/s.req)
+		p = max(p, 1-ratio*s.acc/s.req)
 	}
 	return max(p, 0)
 }
@@ -114,7 +123,10 @@ func (t *throttle) admit(a query) verdict {
 	t.offered[l]++
 	p := t.probability()
 	t.drop = p
-	q := t.share(p, l)
+	q := p
+	if t.offered[l] < t.offered[0]+t.offered[1]+t.offered[2] || l == 0 {
+		q = t.share(p, l) // more than one criticality, or the sheddable's
+	}
 	// Refused by credit, not by a draw: each request earns 1-p of a
 	// send, and one goes when a whole one is earned, so that what goes is
 	// spread evenly (random refusals bunch the sends, and a host with a
@@ -146,17 +158,23 @@ func (t *throttle) admit(a query) verdict {
 }
 
 // share is the probability of refusing a first attempt of criticality l
-// (level + 1) when p of all are to be refused: the refusals fall on the
-// sheddable ones first, as far as they go, then on the default, then on
-// the critical, by the share of each among those offered of late; mu is
-// held. With one criticality offered, it is p.
+// (level + 1) when p of all are to be refused; mu is held. The refusals
+// fall on the sheddable first, as far as they go, then on the default,
+// then on the critical, by the share of each among those offered of late;
+// and the sheddable yield further, until the host receives shedRatio ×
+// what it accepts (if the Transport's ratio is larger). With only the
+// default offered, it is p.
 func (t *throttle) share(p float64, l int8) float64 {
-	if p <= 0 || t.offered[l] >= t.offered[0]+t.offered[1]+t.offered[2] {
-		return p
-	}
 	total := t.offered[0] + t.offered[1] + t.offered[2]
-	left := p * total // refusals to place, in offered attempts
-	for i := range l {
+	shed := 0.0 // refusals of the sheddable, in offered attempts
+	if t.offered[0] > 0 {
+		shed = min(t.offered[0], total*max(p, t.refusing(min(t.ratio, shedRatio))))
+	}
+	if l == 0 {
+		return shed / t.offered[0]
+	}
+	left := p*total - shed // refusals still to place
+	for i := int8(1); i < l; i++ {
 		left -= t.offered[i]
 	}
 	return min(max(left/t.offered[l], 0), 1)
