@@ -276,7 +276,8 @@ type Option interface {
 // A RequestOption is an Option that may also be given for one request,
 // through WithRequestOptions: WithMaxAttempts, WithBackoff,
 // WithRetryableStatuses, WithNonRetryableStatuses, WithPerAttemptTimeout,
-// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf and WithIdempotencyKeys.
+// WithMaxElapsed, WithMaxRetryAfter, WithRetryIf, WithIdempotencyKeys and
+// WithCriticality.
 type RequestOption struct{ opt }
 
 // opt is an option: its name, for messages, and what it sets.
