@@ -71,8 +71,9 @@ type Error struct {
 	Attempts int          // attempts sent; 0 if none was
 	Reason   GiveUpReason // why a retryable error was not retried, or "" if it was not retryable
 	Err      error
-	// Fallback is the dependency's fallback, from its policy, for a
-	// request that gave up (Reason is set); nil if the policy has none.
+	// Fallback is the dependency's fallback, from its policy (nil if it
+	// has none): for the caller to serve, whatever ended the request, its
+	// own deadline included.
 	Fallback *Fallback
 
 	above bool // GiveUpAttempts because a layer above owns the schedule

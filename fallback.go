@@ -33,6 +33,8 @@ type fallbackKey struct{}
 // WithFallback's function made; nil if resp is none of those, or its
 // policy says nothing of a fallback. A response that the request was
 // not retried for (a 404) carries none: it is the dependency's answer.
+// It is carried in the context of resp.Request, which is then a copy of
+// the request sent.
 func FallbackOf(resp *http.Response) *Fallback {
 	if resp == nil || resp.Request == nil {
 		return nil
@@ -66,18 +68,13 @@ func withPolicyFallback(f Fallback) Option {
 	})
 }
 
-// fallBack ends a request that gave up (e), returning resp or err, with the policy's Fallback
-// attached to what it returns, and, with WithFallback, what the caller's
-// function makes of it.
+// fallBack ends a request that gave up (e), returning resp or err, with
+// the policy's Fallback attached to resp (an *Error has it already), and,
+// with WithFallback, what the caller's function makes of it.
 func (k *call) fallBack(e *event, resp *http.Response, err error) (*http.Response, error) {
 	c := k.c
-	if fb := c.fallback; fb != nil {
-		if resp != nil {
-			resp.Request = withFallback(resp.Request, k.req, fb)
-		}
-		if e, ok := err.(*Error); ok {
-			e.Fallback = fb
-		}
+	if fb := c.fallback; fb != nil && resp != nil {
+		resp.Request = withFallback(resp.Request, k.req, fb)
 	}
 	if c.fallbackFn == nil {
 		return resp, err

@@ -1,11 +1,13 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/retryhttp/retryhttp/retrytest"
@@ -58,6 +60,15 @@ func TestPolicyFallbackReachesTheCaller(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Fallback == nil || *e.Fallback != want {
 		t.Errorf("a request that gave up without a response: %v; want an *Error carrying %+v", err, want)
+	}
+
+	// Ended by the caller's own deadline: the *Error carries it too.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	slow := retrytest.NewScriptTransport(retrytest.Step{Reply: retrytest.Reply{Delay: time.Minute}})
+	_, err = policyWithFallback(t, slow).RoundTrip(newRequest(t, "GET", "http://h/", nil).WithContext(ctx))
+	if !errors.As(err, &e) || e.Fallback == nil || *e.Fallback != want {
+		t.Errorf("a request its caller canceled: %v; want an *Error carrying %+v", err, want)
 	}
 }
 

@@ -123,7 +123,7 @@ func (c *config) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case e.err != nil:
-		return nil, &Error{Attempts: e.attempt, Err: e.err}
+		return nil, &Error{Attempts: e.attempt, Err: e.err, Fallback: c.fallback}
 	case e.kind == evGiveUp && (c.fallback != nil || c.fallbackFn != nil):
 		return k.fallBack(&e, e.r.resp, k.failure(&e))
 	case e.r.resp != nil:
@@ -138,7 +138,7 @@ func (k *call) failure(e *event) error {
 	if e.r.resp != nil {
 		return nil
 	}
-	return &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err,
+	return &Error{Attempts: e.attempt, Reason: e.reason, Err: e.r.err, Fallback: k.c.fallback,
 		above: e.reason == GiveUpAttempts && k.owned}
 }
 
