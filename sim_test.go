@@ -49,8 +49,11 @@ var (
 // 30149, 32267, 1796320411515408814, 882 and 7510 were the checker's own
 // mistakes (FailFast refusals, a Retry-After the client never saw,
 // timeouts counted as the outage's, recovery per host, a quota's 429s
-// taken for 503s and for the outage's failures).
-var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510}
+// taken for 503s and for the outage's failures); 39 gave a sheddable
+// held retry a ramp turn past its own deadline (criticalFirst), so that it
+// gave up after the host answered again; 12268 refused a sheddable attempt
+// on a guessed quota window (quotaReserve).
+var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510, 39, 12268}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh
@@ -111,8 +114,11 @@ type simulation struct {
 	throttle      bool          // WithThrottle
 	limited       bool          // WithConcurrencyLimit or WithRateLimit: waits bounded by deadlines only
 	quotaWait     time.Duration // WithQuotaPacing's maxWait, 0: off
+	concurrency   bool          // WithConcurrencyLimit, whose line grants the most critical first
+	rated         bool          // WithRateLimit, whose line is first come, first served
 	callers       []simCaller
 	faults        simFaults
+	crit          simCrit // criticality and fallback (drawCriticality, sim_criticality_test.go)
 
 	mu       sync.Mutex
 	releases []simRelease
@@ -125,6 +131,7 @@ type simulation struct {
 // attemptHook records, per caller, what the attempt hook is told.
 func (s *simulation) attemptHook(ctx context.Context, a AttemptStart) (context.Context, func(AttemptEnd)) {
 	id := a.Request.Header.Get("X-Sim")
+	s.hookLevel(id, a.Criticality)
 	start := fmt.Sprintf("start %d", a.Attempt)
 	if a.Hedge {
 		start += " hedge"
@@ -274,6 +281,7 @@ type simCaller struct {
 	cancelAt    time.Duration // its caller cancels it this long after it starts, 0: never
 	sdk         bool          // an SDK's second try (amz-sdk-request: attempt=2; max=3): its schedule is the SDK's
 	sharedBody  bool          // its GetBody rewinds one shared reader (as azcore's does) instead of making a new one
+	crit        simCallerCrit // its criticality and what the fallback makes of it (sim_criticality_test.go)
 }
 
 type simFaults struct {
@@ -459,6 +467,7 @@ func drawSim(seed uint64) *simulation {
 	s.drawQuotaWindow(rand.New(rand.NewPCG(seed, seed^0xc2b2ae35)))
 	s.drawVendorWords(rand.New(rand.NewPCG(seed, seed^0x9e3779b9)))
 	s.drawWeakRecovery(rand.New(rand.NewPCG(seed, seed^0x165667b1)))
+	s.drawCriticality(rand.New(rand.NewPCG(seed, seed^0x7feb352d)))
 	return s
 }
 
@@ -636,7 +645,7 @@ func (s *simulation) drawPacers(r *rand.Rand) {
 		if r.IntN(2) == 0 {
 			lo = 1 + r.IntN(hi)
 		}
-		s.limited = true
+		s.limited, s.concurrency = true, true
 		s.opts = append(s.opts, WithConcurrencyLimit(lo, hi))
 		s.desc = append(s.desc, fmt.Sprintf("limit=%d-%d", lo, hi))
 	}
@@ -648,7 +657,7 @@ func (s *simulation) drawPacers(r *rand.Rand) {
 	}
 	if r.IntN(8) == 0 {
 		rate, burst := float64(1+r.IntN(200)), 1+r.IntN(20)
-		s.limited = true
+		s.limited, s.rated = true, true
 		s.opts = append(s.opts, WithRateLimit(rate, burst))
 		s.desc = append(s.desc, fmt.Sprintf("rate=%v/%d", rate, burst))
 	}
@@ -810,6 +819,7 @@ type simAttempt struct {
 	answered bool          // the server answered it (any status)
 	status   int           // the status it was answered with, 0 if none
 	body     string        // the body it carried, if it had one
+	level    string        // the criticality header it carried, when drawn
 }
 
 func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -818,7 +828,8 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	now := time.Since(b.start)
 	b.mu.Lock()
 	n := len(b.sent[id]) + 1
-	b.sent[id] = append(b.sent[id], simAttempt{at: now, number: r.Header.Get("X-Attempt"), left: r.Header.Get("X-Deadline-Ms"), body: body})
+	b.sent[id] = append(b.sent[id], simAttempt{at: now, number: r.Header.Get("X-Attempt"), left: r.Header.Get("X-Deadline-Ms"), body: body,
+		level: r.Header.Get(simLevelHeader)})
 	b.mu.Unlock()
 	f := &b.s.faults
 	if f.panics[id] == n {
@@ -997,27 +1008,32 @@ type giveUps struct {
 type simGiveUp struct {
 	at           time.Duration
 	reason, host string
+	id           string // the caller's, from the request's context
+	level        string // the record's criticality, "" if it has none
 }
 
 func (g *giveUps) Enabled(context.Context, slog.Level) bool { return true }
 func (g *giveUps) WithAttrs([]slog.Attr) slog.Handler       { return g }
 func (g *giveUps) WithGroup(string) slog.Handler            { return g }
-func (g *giveUps) Handle(_ context.Context, r slog.Record) error {
+func (g *giveUps) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message != "retryhttp: giving up" {
 		return nil
 	}
-	var reason, host string
+	var reason, host, level string
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "reason":
 			reason = a.Value.String()
 		case "host":
 			host = a.Value.String()
+		case "criticality":
+			level = a.Value.String()
 		}
 		return true
 	})
+	id, _ := ctx.Value(simCallerKey{}).(string)
 	g.mu.Lock()
-	g.list = append(g.list, simGiveUp{r.Time.Sub(g.start), reason, host})
+	g.list = append(g.list, simGiveUp{r.Time.Sub(g.start), reason, host, id, level})
 	g.mu.Unlock()
 	return nil
 }
@@ -1029,6 +1045,7 @@ type simOutcome struct {
 	panicked any
 	end      time.Duration
 	header   int
+	fb       simFellBack // what RoundTrip returned, if a WithFallback function was called: resp and err are the request's own
 }
 
 // run runs the simulation and returns what it broke.
@@ -1098,6 +1115,9 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 	if c.maxAttempts > 0 {
 		ctx = WithRequestOptions(ctx, WithMaxAttempts(c.maxAttempts))
 	}
+	if c.crit.set {
+		ctx = WithRequestOptions(ctx, WithCriticality(c.crit.level))
+	}
 	if c.cancelAt > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -1146,6 +1166,7 @@ func (s *simulation) call(t *testing.T, tr *Transport, c simCaller, start time.T
 		}
 	}()
 	o.resp, o.err = tr.RoundTrip(req)
+	s.setAside(c, &o)
 	if o.resp != nil {
 		o.resp.Body.Close()
 	}
@@ -1305,6 +1326,7 @@ func (s *simulation) check(tr *Transport, b *simBase, m *Metrics, gu *giveUps, o
 	s.checkEvents(m, fail)
 	s.checkAlwaysFailing(tr, attempts, requests, fail)
 	s.checkHook(attempts, retries, fail)
+	s.checkCriticality(b, m, gu, outcomes, fail)
 	return errs
 }
 

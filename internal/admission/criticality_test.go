@@ -139,30 +139,33 @@ func TestQuotaReserveAndCriticalFirst(t *testing.T) {
 	}
 	word(`"default";r=0;t=20`, 2*sec)
 	crit, def := q.due(base+2*sec, 1), q.due(base+2*sec, 0)
+
 	if crit <= 20*sec || def <= crit {
 		t.Errorf("spent: the critical waits %v, the default %v; want the critical past the reset, the default after it", time.Duration(crit), time.Duration(def))
 	}
 }
 
 // A release gives its earliest turns to the most critical retries, each
-// never before its own wait; with one criticality it changes nothing.
+// never before its own wait nor past half of what is left of its limit;
+// with one criticality it changes nothing.
 func TestReleaseCriticalFirst(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	shed := &holder{level: -1, turn: at(0)}
-	def := &holder{level: 0, turn: at(10)}
-	late := &holder{level: 1, turn: at(20), notBefore: at(15)}
-	crit := &holder{level: 1, turn: at(30)}
+	end := at(1000)
+	shed := &holder{level: -1, turn: at(0), limit: at(40)} // its turn may be no later than 20 ms: half of what is left
+	def := &holder{level: 0, turn: at(10), limit: end}
+	late := &holder{level: 1, turn: at(20), notBefore: at(15), limit: end}
+	crit := &holder{level: 1, turn: at(30), limit: end}
 	ws := []*holder{shed, def, late, crit}
-	criticalFirst(ws)
+	criticalFirst(ws, t0)
 	if ws[0] != late || ws[1] != crit || ws[2] != def || ws[3] != shed {
 		t.Fatalf("order %v, %v, %v, %v; want the two critical, then the default, then the sheddable", ws[0].level, ws[1].level, ws[2].level, ws[3].level)
 	}
-	if !late.turn.Equal(at(15)) || !crit.turn.Equal(at(10)) || !def.turn.Equal(at(20)) || !shed.turn.Equal(at(30)) {
-		t.Errorf("turns %v %v %v %v; want 15 ms (its own wait), 10, 20, 30", late.turn.Sub(t0), crit.turn.Sub(t0), def.turn.Sub(t0), shed.turn.Sub(t0))
+	if !late.turn.Equal(at(15)) || !crit.turn.Equal(at(10)) || !def.turn.Equal(at(20)) || !shed.turn.Equal(at(20)) {
+		t.Errorf("turns %v %v %v %v; want 15 ms (its own wait), 10, 20, 20 (within its limit)", late.turn.Sub(t0), crit.turn.Sub(t0), def.turn.Sub(t0), shed.turn.Sub(t0))
 	}
-	one := []*holder{{turn: at(5)}, {turn: at(1)}}
-	criticalFirst(one)
+	one := []*holder{{turn: at(5), limit: end}, {turn: at(1), limit: end}}
+	criticalFirst(one, t0)
 	if !one[0].turn.Equal(at(5)) || !one[1].turn.Equal(at(1)) {
 		t.Errorf("one criticality: the turns moved")
 	}

@@ -8,6 +8,7 @@
 package admission
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -125,7 +126,7 @@ func (q *quota) due(now int64, level int8) int64 {
 		}
 		left := p.left(now)
 		switch {
-		case left < 1 || (level < 0 && left < 1+quotaReserve*p.limit):
+		case left < 1 || (level < 0 && left < 1+p.reserve()):
 			jitter := min(int64(quotaJitterMax), p.window/10)
 			if level > 0 {
 				jitter /= 2 // the critical draw from the first half
@@ -168,6 +169,17 @@ func (p *quotaPart) roll(now int64) bool {
 	p.obs, p.reset = p.reset+(n-1)*p.window, p.reset+n*p.window
 	p.remaining, p.since, p.next, p.guessed = p.limit, 0, 0, true
 	return true
+}
+
+// reserve is what of the quota a sheddable attempt leaves to the others:
+// a whole tenth of its size (none of a quota under 10), and none of a
+// window this client has rolled over and not yet sent in, where what is
+// left is a guess that refuses nothing.
+func (p *quotaPart) reserve() float64 {
+	if p.guessed && p.since < 1 {
+		return 0
+	}
+	return math.Floor(quotaReserve * p.limit)
 }
 
 // left is the quota predicted to be left at now. In a window rolled

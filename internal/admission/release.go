@@ -192,7 +192,7 @@ func (cb *circuit) release(now time.Time) {
 		}
 		w.state, w.turn = holdRamping, turn
 	}
-	criticalFirst(cb.held)
+	criticalFirst(cb.held, now)
 	cb.ramp = append(cb.ramp, cb.held...)
 	slices.SortStableFunc(cb.ramp, func(a, b *holder) int { return a.turn.Compare(b.turn) })
 	clear(cb.held)
@@ -202,8 +202,9 @@ func (cb *circuit) release(now time.Time) {
 
 // criticalFirst gives the earliest turns of ws to its most critical
 // retries, each in the order it had among its own, none before its own
-// wait; with one criticality, it changes nothing.
-func criticalFirst(ws []*holder) {
+// wait, nor past half of what is left of its limit at now (as release
+// has it); with one criticality, it changes nothing.
+func criticalFirst(ws []*holder, now time.Time) {
 	if !slices.ContainsFunc(ws, func(w *holder) bool { return w.level != ws[0].level }) {
 		return
 	}
@@ -220,6 +221,9 @@ func criticalFirst(ws []*holder) {
 	})
 	for i, w := range ws {
 		w.turn = turns[i]
+		if late := now.Add(max(w.limit.Sub(now), 0) / 2); w.turn.After(late) {
+			w.turn = late
+		}
 		if w.turn.Before(w.notBefore) {
 			w.turn = w.notBefore
 		}
