@@ -139,14 +139,16 @@ var readmeResults = []struct {
 	{"2.85", "attempts / request", "min", peers("overload-2x", "overload-4x")},
 	{"4.36", "attempts / request", "max", peers("overload-2x", "overload-4x")},
 	{"100.0%", "success (started in outage)", "each", []stormCell{{"steady-D1", "retryhttp"}}},
-	{"55.8%", "success (started in outage)", "each", []stormCell{{"steady-D5", "retryhttp"}}},
+	{"55.7%", "success (started in outage)", "each", []stormCell{{"steady-D5", "retryhttp"}}},
 	{"100.0%", "success (started in outage)", "each", []stormCell{{"steady-D5", "retryablehttp-defaults"}}},
-	{"291", "503s shed after", "each", []stormCell{{"recovery-weak", "retryhttp"}}},
-	{"463", "503s shed after", "each", []stormCell{{"recovery-weak", "failsafe-go"}}},
+	{"318", "503s shed after", "each", []stormCell{{"recovery-weak", "retryhttp"}}},
+	{"444", "503s shed after", "each", []stormCell{{"recovery-weak", "failsafe-go"}}},
 	{"1.46×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-2x", "retryhttp+throttle"}}},
 	{"1.65×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-4x", "retryhttp+throttle"}}},
 	{"1.74×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-2x", "failsafe-go+throttler"}}},
 	{"2.47×", "server arrivals / capacity (the 10s offered)", "each", []stormCell{{"overload-4x", "failsafe-go+throttler"}}},
+	{"98.2%", "critical success", "each", []stormCell{{"overload-2x-mixed", "retryhttp+throttle"}}},
+	{"67.6%", "critical success", "each", []stormCell{{"overload-2x-mixed", "failsafe-go-priority-throttler"}}},
 }
 
 // peers returns the cells of go-retryablehttp's defaults and failsafe-go in

@@ -271,10 +271,14 @@ func (h *caseDetail) fetch(ctx context.Context, dep, url string) part {
 	resp, err := h.clients[dep].Do(req)
 	if err != nil {
 		var re *retryhttp.Error
-		if errors.As(err, &re) && re.Reason != "" {
-			return part{failure: fmt.Sprintf("gave up after %d attempts: %s", re.Attempts, re.Reason), fallback: re.Fallback}
+		if !errors.As(err, &re) {
+			return part{failure: err.Error()}
 		}
-		return part{failure: err.Error()} // the page's deadline, say: no fallback comes with it
+		failure := err.Error() // the page's deadline, say: the fallback comes with it too
+		if re.Reason != "" {
+			failure = fmt.Sprintf("gave up after %d attempts: %s", re.Attempts, re.Reason)
+		}
+		return part{failure: failure, fallback: re.Fallback}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
