@@ -92,9 +92,15 @@ func (k *call) fallBack(e *event, resp *http.Response, err error) (*http.Respons
 	if fr.Header == nil {
 		fr.Header = make(http.Header)
 	}
+	if fr.Body == nil {
+		fr.Body = http.NoBody // as a RoundTripper's response must have one
+	}
 	fr.Header.Set(headerFallback, string(e.reason))
-	if c.fallback != nil {
+	switch {
+	case c.fallback != nil:
 		fr.Request = withFallback(fr.Request, k.req, c.fallback)
+	case fr.Request == nil:
+		fr.Request = k.req
 	}
 	c.metrics.fallback(e.reason)
 	if c.logger != nil {

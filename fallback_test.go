@@ -86,9 +86,12 @@ func TestWithFallback(t *testing.T) {
 		if resp == nil || resp.StatusCode != 503 || err != nil {
 			t.Errorf("the function got %v, %v; want the final 503 and no error", resp, err)
 		}
+		if req.URL.Path == "/bare" {
+			return &http.Response{StatusCode: 200}, nil // no header, body or request
+		}
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("cached"))}, nil
 	}
-	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503, 503)...)
+	base := retrytest.NewScriptTransport(steps(503, 503, 503, 503, 503, 503, 503, 503, 503)...)
 	tr := policyWithFallback(t, base, WithFallback(fn), WithMaxAttempts(3), WithMetrics(m))
 	resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/page", nil))
 	if err != nil {
@@ -111,9 +114,14 @@ func TestWithFallback(t *testing.T) {
 	if calls != 2 || resp.StatusCode != 503 || resp.Header.Get("Retryhttp-Fallback") != "" {
 		t.Errorf("nil, nil from the function: status %d, marked %q; want the request's own 503", resp.StatusCode, resp.Header.Get("Retryhttp-Fallback"))
 	}
+	resp, _ = tr.RoundTrip(newRequest(t, "GET", "http://h/bare", nil))
+	if calls != 3 || resp.Body == nil || resp.Request == nil || resp.Header.Get("Retryhttp-Fallback") != "attempts" {
+		t.Fatalf("a bare response made: body %v, request %v, header %v; want a body, the request and the mark", resp.Body, resp.Request, resp.Header)
+	}
+	resp.Body.Close()
 	resp, _ = tr.RoundTrip(newRequest(t, "GET", "http://h/ok", nil))
 	resp.Body.Close()
-	if calls != 2 || resp.StatusCode != 200 {
+	if calls != 3 || resp.StatusCode != 200 {
 		t.Errorf("a success: status %d, %d calls; want 200 and no call", resp.StatusCode, calls)
 	}
 }
