@@ -83,30 +83,38 @@ func (k *call) fallBack(e *event, resp *http.Response, err error) (*http.Respons
 	switch {
 	case fr == nil && ferr == nil:
 		return resp, err
-	case fr != resp && resp != nil:
+	case resp != nil && fr != resp && (fr == nil || fr.Body != resp.Body):
 		resp.Body.Close()
 	}
 	if fr == nil {
 		return nil, ferr
 	}
-	if fr.Header == nil {
-		fr.Header = make(http.Header)
-	}
-	if fr.Body == nil {
-		fr.Body = http.NoBody // as a RoundTripper's response must have one
-	}
-	fr.Header.Set(headerFallback, string(e.reason))
-	switch {
-	case c.fallback != nil:
-		fr.Request = withFallback(fr.Request, k.req, c.fallback)
-	case fr.Request == nil:
-		fr.Request = k.req
-	}
+	k.markFallback(fr, e.reason)
 	c.metrics.fallback(e.reason)
 	if c.logger != nil {
 		c.logger.LogAttrs(k.ctx, slog.LevelInfo, "retryhttp: serving a fallback", k.logAttrs(e.attempt, 0, e.r.outcome, e.reason)...)
 	}
 	return fr, nil
+}
+
+// markFallback makes fr, a response the caller's function made for a
+// request that gave up for reason, whole and marked: a header map, a
+// body (http.NoBody, as a RoundTripper's response must have one), its
+// request (with the policy's Fallback), and headerFallback.
+func (k *call) markFallback(fr *http.Response, reason GiveUpReason) {
+	if fr.Header == nil {
+		fr.Header = make(http.Header)
+	}
+	if fr.Body == nil {
+		fr.Body = http.NoBody
+	}
+	fr.Header.Set(headerFallback, string(reason))
+	switch {
+	case k.c.fallback != nil:
+		fr.Request = withFallback(fr.Request, k.req, k.c.fallback)
+	case fr.Request == nil:
+		fr.Request = k.req
+	}
 }
 
 // withFallback is r (req if r is nil) with fb in its context, for

@@ -92,8 +92,9 @@ const (
 // the concurrency limit's). Its wake is closed when it is granted what
 // it waits for, or, as the pacer says, when the line moves.
 type waiter struct {
-	wake  chan struct{}
-	level int8 // its request's criticality: the concurrency limit lets the higher go first
+	wake   chan struct{}
+	level  int8 // its request's criticality: the concurrency limit lets the higher go first
+	passed int  // how often a more critical one behind it went first
 }
 
 func newWaiter() *waiter { return &waiter{wake: make(chan struct{})} }

@@ -233,8 +233,8 @@ func (c *budgetCtl) admit(a query) verdict {
 		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec}}
 	}
 	if a.level >= 0 {
-		if r := h.counting(); r.contested.Load() < a.sec {
-			r.contested.Store(a.sec)
+		r := h.counting()
+		for old := r.contested.Load(); old < a.sec && !r.contested.CompareAndSwap(old, a.sec); old = r.contested.Load() {
 		}
 	}
 	return refuse(reasonBudget)

@@ -170,3 +170,31 @@ func TestReleaseCriticalFirst(t *testing.T) {
 		t.Errorf("one criticality: the turns moved")
 	}
 }
+
+// A sheddable attempt in the limit's line is served, however many more
+// critical ones arrive after it: passed over as often as the line is
+// long, it goes first.
+func TestLimitLineServesTheSheddableInTime(t *testing.T) {
+	l := newLimiter(&Limit{Min: 1, Max: 4}, gauge{})
+	l.limit = 1
+	if v := l.admit(query{kind: kindFirst}); v.act != actSend {
+		t.Fatalf("the first attempt: %v", v.act)
+	}
+	shed := l.admit(query{kind: kindFirst, level: -1})
+	if shed.act != actWait {
+		t.Fatalf("a sheddable attempt with the slot taken: %v, want in line", shed.act)
+	}
+	for round := 1; round <= 10; round++ {
+		if v := l.admit(query{kind: kindFirst}); v.act != actWait {
+			t.Fatalf("round %d: a default attempt: %v, want in line", round, v.act)
+		}
+		l.giveBack(permit{took: true}, time.Time{})
+		if shed.waiter.granted() {
+			if round != 5 {
+				t.Errorf("the sheddable attempt was served at round %d, want 5: after 4 passes, the line's length", round)
+			}
+			return
+		}
+	}
+	t.Fatal("the sheddable attempt was never served")
+}

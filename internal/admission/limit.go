@@ -147,15 +147,23 @@ func (l *limiter) leaveLocked(w *waiter) {
 }
 
 // releaseLocked frees a slot: the next waiter takes it, if the limit
-// allows, the first of the highest criticality in line; mu is held.
+// allows, the first of the highest criticality in line, unless the first
+// in line has been passed over as often as the line is long (so that a
+// waiter without a deadline is served under a steady stream of more
+// critical ones); mu is held.
 func (l *limiter) releaseLocked() {
 	l.inflight--
 	for len(l.waiters) > 0 && l.inflight < l.cap() {
 		next := 0
-		for i, w := range l.waiters {
-			if w.level > l.waiters[next].level {
-				next = i
+		if l.waiters[0].passed < l.cfg.Max {
+			for i, w := range l.waiters {
+				if w.level > l.waiters[next].level {
+					next = i
+				}
 			}
+		}
+		for _, w := range l.waiters[:next] {
+			w.passed++
 		}
 		w := l.waiters[next]
 		if next == 0 {

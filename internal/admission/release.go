@@ -83,7 +83,7 @@ func (cb *circuit) answered(now time.Time, retry, lend bool) {
 	if lend && len(cb.held) > 0 && cb.loan == 0 {
 		cb.setLoan(2 * (len(cb.held) + len(cb.ramp)))
 	}
-	if cb.slowAnswer(retry) {
+	if cb.slowAnswer(retry, now) {
 		return
 	}
 	start := len(cb.held) > 0 && len(cb.ramp) == 0 && !cb.congested
@@ -91,7 +91,7 @@ func (cb *circuit) answered(now time.Time, retry, lend bool) {
 		cb.release(now)
 	}
 	cb.earn(start, retry)
-	cb.grant(&cb.ramp)
+	cb.grant(&cb.ramp, now)
 }
 
 // earn credits the ramp for an answer: slowStart if it starts the
@@ -111,10 +111,11 @@ func (cb *circuit) earn(start, retry bool) {
 	}
 }
 
-// slowAnswer counts an answer to the recovery under way; if it is slowed,
-// the answer is all it is told: a first attempt's, each slowShare-th,
-// lets the oldest held retry go. It reports whether it was.
-func (cb *circuit) slowAnswer(retry bool) bool {
+// slowAnswer counts an answer to the recovery under way, at now; if it is
+// slowed, the answer is all it is told: a first attempt's, each
+// slowShare-th, lets the oldest held retry of the highest criticality go
+// (grant). It reports whether it was.
+func (cb *circuit) slowAnswer(retry bool, now time.Time) bool {
 	if retry {
 		cb.oks++
 	} else {
@@ -128,7 +129,7 @@ func (cb *circuit) slowAnswer(retry bool) bool {
 			cb.credit++
 		}
 	}
-	cb.grant(&cb.held)
+	cb.grant(&cb.held, now)
 	return true
 }
 
@@ -231,12 +232,13 @@ func criticalFirst(ws []*holder, now time.Time) {
 }
 
 // grant lets the first retries of q (the ramp, or the held) go, one per
-// credit, the most critical first.
-func (cb *circuit) grant(q *[]*holder) {
+// credit: the first in line, unless one more critical behind it has
+// ended its own wait by now.
+func (cb *circuit) grant(q *[]*holder, now time.Time) {
 	for cb.credit > 0 && len(*q) > 0 {
 		next := 0
 		for i, w := range *q {
-			if w.level > (*q)[next].level {
+			if w.level > (*q)[next].level && !w.notBefore.After(now) {
 				next = i
 			}
 		}
