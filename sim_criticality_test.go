@@ -245,8 +245,10 @@ func sumLabeled(m *Metrics, name, label, value string) float64 {
 
 // checkLine checks the concurrency limit's priority line, where it is the
 // only pacer that makes a first attempt wait: no first attempt is let
-// through while one of a higher criticality to its host has waited in
-// the line since before it, and still waits (not yet sent, nor ended).
+// through while one of a higher criticality to its host, which started
+// before it did, still waits (not yet sent, nor ended). One that started
+// later may be passed: the line serves a waiter passed over as often as
+// it is long.
 func (s *simulation) checkLine(b *simBase, outcomes []simOutcome, fail func(string, ...any)) {
 	if !s.concurrency || s.rated || s.quotaWait > 0 || !s.crit.mixed {
 		return
@@ -258,7 +260,7 @@ func (s *simulation) checkLine(b *simBase, outcomes []simOutcome, fail func(stri
 		}
 		at := sent[0].at
 		for j, hi := range s.callers {
-			if hi.host != lo.host || simRank(s.levelOf(hi)) <= simRank(s.levelOf(lo)) || outcomes[j].start >= at {
+			if hi.host != lo.host || simRank(s.levelOf(hi)) <= simRank(s.levelOf(lo)) || outcomes[j].start >= outcomes[i].start {
 				continue
 			}
 			his := b.sent[hi.id]
