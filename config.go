@@ -116,7 +116,7 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		maxRetryAfter: defaultMaxRetryAfter,
 		bodyLimit:     defaultBodyBufferLimit,
 		keyGen:        NewUUIDKey,
-		budget:        NewBudget(defaultBudgetRatio, defaultBudgetPerSecond),
+		budget:        ownBudget(),
 		breaker:       &BreakerConfig{},
 	}
 	if err := c.validate(opts); err != nil {
@@ -126,6 +126,17 @@ func newConfig(base http.RoundTripper, opts []Option) (*config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// ownBudget is a Transport's default Budget, NewBudget(0.1, 10), its
+// own: no option or method hands it to anyone, so its admission keeps
+// each host's counts with the rest of the host's state, in one map
+// (admission's Share.Own). A Budget given by WithBudget may be shared,
+// and keeps its own map of hosts.
+func ownBudget() *Budget {
+	b := NewBudget(defaultBudgetRatio, defaultBudgetPerSecond)
+	b.s.Own()
+	return b
 }
 
 // validate applies opts to c and checks what they say together: every

@@ -55,3 +55,25 @@ func TestHostSpellingsShareState(t *testing.T) {
 		t.Errorf("%d budget entries for one host spelt two ways, want 1", n)
 	}
 }
+
+// A Transport's default Budget is its own: its admission counts each
+// host's first attempts in the host's state, and the Budget's map holds
+// none; a Budget given by WithBudget, which others may share, keeps its
+// own map of hosts.
+func TestDefaultBudgetIsOwn(t *testing.T) {
+	base := retrytest.RoundTripperFunc(func(*http.Request) (*http.Response, error) { return respond(200), nil })
+	own, b := New(base), NewBudget(0.1, 10)
+	given := New(base, WithBudget(b))
+	for i := range 100 {
+		for _, tr := range []*Transport{own, given} {
+			resp, _ := tr.RoundTrip(newRequest(t, "GET", fmt.Sprintf("http://h%d/", i), nil))
+			resp.Body.Close()
+		}
+	}
+	if n, m := own.c.budget.s.Hosts(), own.c.gate.Hosts(); n != 0 || m != 100 {
+		t.Errorf("default budget: its map holds %d hosts, its Transport %d; want 0 and 100", n, m)
+	}
+	if n := b.s.Hosts(); n != 100 {
+		t.Errorf("a given Budget holds %d hosts, want 100", n)
+	}
+}

@@ -23,13 +23,20 @@ const (
 
 // A Share is the retry budget's allowance, per host: the public Budget.
 // The zero Share allows no retries at all; Init sets it. It is safe for
-// concurrent use, and may be shared by several Gates.
+// concurrent use, and may be shared by several Gates, unless it is owned
+// (Own).
 type Share struct {
 	ratio     float64
 	perSecond float64
 	span      int     // seconds over which the floor counts
 	floor     float64 // perSecond × span
-	hosts     hostMap[hostBudget]
+	// own: the Share is one Gate's alone (a Transport's default budget),
+	// which keeps the per-host counts in its own host states; hosts is
+	// then empty. claimed: a Gate has taken it (an own Share may have
+	// only one).
+	own     bool
+	claimed atomic.Bool
+	hosts   hostMap[budgetCounts]
 }
 
 // Init sets b to let retries to each host reach ratio × its first
@@ -41,93 +48,16 @@ func (b *Share) Init(ratio, minPerSecond float64) {
 		span = int(min(math.Ceil(1/minPerSecond), budgetBuckets))
 	}
 	b.ratio, b.perSecond, b.span, b.floor = ratio, minPerSecond, span, minPerSecond*float64(span)
-	b.hosts.evictable = func(h *hostBudget) bool { return h.refs.Load() == 0 }
+	b.hosts.evictable = func(h *budgetCounts) bool { return h.refs.Load() == 0 }
 	b.hosts.borrowed = true // a Gate's key, which holds the host once
 }
 
-// hostBudget counts one host's first attempts and retries in one-second
-// buckets. Each bucket packs the second it belongs to (high 32 bits) with
-// its count (low 32 bits), so that moving a bucket on to a new second and
-// counting in it is a single compare-and-swap. A host's retries' buckets
-// are made at its first retry: one that never retries keeps none.
-type hostBudget struct {
-	firsts  buckets
-	retries atomic.Pointer[retryCounts]
-	refs    atomic.Int32 // the Transports' host states that point here: it is not evicted while any does
-	// owed is what a recovery lent: the first attempts still to be sent
-	// before the next recovery may lend again, 1/ratio for each retry it
-	// released beyond the share that the host has not answered (see lend
-	// and repay).
-	owed atomic.Int64
-}
-
-// buckets are a count's one-second buckets.
-type buckets [budgetBuckets]atomic.Uint64
-
-// retryCounts are a host's retries' buckets, and the last Unix second in
-// which the share had no room for a retry that was not sheddable.
-type retryCounts struct {
-	buckets
-	contested atomic.Int64
-}
-
-// noRetries are the retries' buckets of a host that has made none: all
-// zero, and only read.
-var noRetries buckets
-
-// counted is h's retries' buckets, noRetries if it has made none: to read.
-func (h *hostBudget) counted() *buckets {
-	if r := h.retries.Load(); r != nil {
-		return &r.buckets
-	}
-	return &noRetries
-}
-
-// counting is h's retries' counts, made if it has none: to count in.
-func (h *hostBudget) counting() *retryCounts {
-	if r := h.retries.Load(); r != nil {
-		return r
-	}
-	h.retries.CompareAndSwap(nil, new(retryCounts))
-	return h.retries.Load()
-}
-
-// contestedAt reports whether a retry that was not sheddable found the
-// share spent in second sec or the one before.
-func (h *hostBudget) contestedAt(sec int64) bool {
-	r := h.retries.Load()
-	return r != nil && r.contested.Load() >= sec-1
-}
-
-func bucketAdd(b *atomic.Uint64, sec int64) {
-	epoch := uint64(uint32(sec))
-	for {
-		old := b.Load()
-		next := epoch<<32 | 1
-		if old>>32 == epoch {
-			if uint32(old) == math.MaxUint32 {
-				return
-			}
-			next = old + 1
-		}
-		if b.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
-
-// sum adds the counts of the buckets that lie in the span seconds ending
-// at sec.
-func sum(bs *buckets, sec int64, span int) float64 {
-	var n uint64
-	for i := range bs {
-		v := bs[i].Load()
-		if age := uint32(sec) - uint32(v>>32); age < uint32(span) {
-			n += uint64(uint32(v))
-		}
-	}
-	return float64(n)
-}
+// Own makes b one Gate's alone: the one Gate it is given to counts each
+// host's first attempts and retries in its own host states, in one map
+// with the rest of the host's state, not in b's. Hosts and Allows then
+// see none of them. A Share that others may reach, or that is given to
+// several Gates, must not be owned.
+func (b *Share) Own() { b.own = true }
 
 // room reports whether host's budget has room for one more retry, with
 // the floor or without it.
@@ -143,7 +73,7 @@ const shedPart = 0.5
 // share or, with floor, the floor.
 func (b *Share) fits(h *hostBudget, sec int64, floor bool, add, part float64) bool {
 	r := h.counted()
-	if sum(r, sec, budgetBuckets)+add <= part*b.ratio*sum(&h.firsts, sec, budgetBuckets) {
+	if sum(r, sec, budgetBuckets)+add <= part*b.ratio*h.firstsIn(sec, budgetBuckets) {
 		return true
 	}
 	return floor && sum(r, sec, b.span)+add <= b.floor
@@ -205,11 +135,11 @@ func (b *Share) refund(h *hostBudget, sec int64) {
 // It observes nothing: the host's health is the gate's.
 type budgetCtl struct {
 	b *Share
-	e *hostEntry[hostBudget]
+	h *hostBudget // the host's counts, in its host state
 }
 
 func (c *budgetCtl) admit(a query) verdict {
-	h := &c.e.v
+	h := c.h
 	switch a.kind {
 	case kindSend:
 		return send // a retry charged already, about to be sent
@@ -240,45 +170,44 @@ func (c *budgetCtl) admit(a query) verdict {
 	return refuse(reasonBudget)
 }
 
-// idle: the budget's entry is the shared Budget's, kept as long as it is
-// pointed to (detach).
+// idle: the counts go with the host state, or are the shared Budget's,
+// kept as long as they are pointed to (detach).
 func (c *budgetCtl) idle(int64) bool { return true }
 
-// attach points the controller at b's entry for host, in second sec.
-func (c *budgetCtl) attach(b *Share, host string, sec int64) {
-	c.b, c.e = b, b.hosts.entry(host, nil, sec)
-	c.e.v.refs.Add(1)
+// attach points h at b's entry for host, in second sec, unless b is
+// owned: then h keeps the host's counts itself.
+func (h *hostBudget) attach(b *Share, host string, sec int64) {
+	if b.own {
+		return
+	}
+	e := b.hosts.entry(host, nil, sec)
+	e.v.refs.Add(1)
+	h.more.Store(&e.v)
 }
 
-// detach lets go of the entry: the host is forgotten, and the shared
+// detach lets go of b's entry: the host is forgotten, and the shared
 // Budget's entry may go once no one points to it.
-func (c *budgetCtl) detach() {
-	if c.e != nil {
-		c.e.v.refs.Add(-1)
+func (h *hostBudget) detach(b *Share) {
+	if m := h.more.Load(); !b.own && m != nil {
+		m.refs.Add(-1)
 	}
 }
 
 // room reports whether the share (not the floor) has room for a retry in
 // second sec.
-func (c *budgetCtl) room(sec int64) bool { return c.b.room(&c.e.v, sec, false) }
+func (c *budgetCtl) room(sec int64) bool { return c.b.room(c.h, sec, false) }
 
 // countFirst counts a first attempt in second sec, and repays one of
 // what a recovery lent. With no budget, it does nothing.
 func (c *budgetCtl) countFirst(sec int64) {
-	if c.e == nil {
-		return
-	}
-	c.e.touch(sec)
-	h := &c.e.v
-	bucketAdd(&h.firsts[uint64(sec)%budgetBuckets], sec)
-	if h.owed.Load() > 0 {
-		h.owed.Add(-1)
+	if c.b != nil {
+		c.h.countFirst(sec, c.b.own)
 	}
 }
 
 // solvent reports whether what the last recovery lent has been repaid, so
 // that a new one may lend.
-func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <= 0 }
+func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.h.retried().owed.Load() <= 0 }
 
 // lend charges a retry that a recovery releases beyond the share: it is
 // counted among the retries (the share has no room for 10 s), and owed,
@@ -293,16 +222,16 @@ func (c *budgetCtl) solvent() bool { return c.b.ratio > 0 && c.e.v.owed.Load() <
 // down again, once per 1/ratio × those that failed; an overload, which
 // never serves no one, never.
 func (c *budgetCtl) lend(sec int64) {
-	h := &c.e.v
-	bucketAdd(&h.counting().buckets[uint64(sec)%budgetBuckets], sec)
-	h.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
+	r := c.h.counting()
+	bucketAdd(&r.buckets[uint64(sec)%budgetBuckets], sec)
+	r.owed.Add(int64(math.Ceil(1 / c.b.ratio)))
 }
 
 // giveBack gives back the charge of a retry that is not sent; one that a
 // recovery lent owes nothing.
 func (c *budgetCtl) giveBack(t permit, _ time.Time) {
 	if t.charged {
-		c.b.refund(&c.e.v, t.chargedSec)
+		c.b.refund(c.h, t.chargedSec)
 	}
 	if t.lent {
 		c.repay()
@@ -313,7 +242,7 @@ func (c *budgetCtl) giveBack(t permit, _ time.Time) {
 // no longer counted among the retries, and owes nothing (repay).
 func (c *budgetCtl) observe(o observation) change {
 	if o.lent != 0 && o.answered {
-		c.b.refund(&c.e.v, o.lent)
+		c.b.refund(c.h, o.lent)
 		c.repay()
 	}
 	return change{}
@@ -325,11 +254,11 @@ func (c *budgetCtl) observe(o observation) change {
 // by first attempts: a recovery that its own retries knock over lends
 // again only once per 1/ratio × what failed.
 func (c *budgetCtl) repay() {
-	h := &c.e.v
+	r := c.h.retried()
 	k := int64(math.Ceil(1 / c.b.ratio))
 	for {
-		o := h.owed.Load()
-		if o <= 0 || h.owed.CompareAndSwap(o, max(o-k, 0)) {
+		o := r.owed.Load()
+		if o <= 0 || r.owed.CompareAndSwap(o, max(o-k, 0)) {
 			return
 		}
 	}
@@ -343,4 +272,8 @@ func (b *Share) Hosts() int { return b.hosts.len() }
 
 // Allows reports whether b has room for a retry to host in Unix second
 // sec, the floor included: it spends it.
-func (b *Share) Allows(host string, sec int64) bool { return b.allow(b.hosts.get(host), sec, true, 1) }
+func (b *Share) Allows(host string, sec int64) bool {
+	var h hostBudget
+	h.more.Store(b.hosts.get(host))
+	return b.allow(&h, sec, true, 1)
+}

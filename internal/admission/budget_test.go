@@ -36,7 +36,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 		}
 		got := 0
 		for range 1000 {
-			if !b.allow(b.hosts.get("a"), now.Unix(), tt.floor, 1) {
+			if !b.allow(b.head("a"), now.Unix(), tt.floor, 1) {
 				break
 			}
 			got++
@@ -55,7 +55,7 @@ func TestBudgetRatioAndFloor(t *testing.T) {
 func TestBudgetFloorSpan(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	b := share(0, 10)
-	h := b.hosts.get("h")
+	h := b.head("h")
 	n := 0
 	for range 100 {
 		if b.allow(h, t0.Unix(), true, 1) {
@@ -124,6 +124,21 @@ func TestBudgetConcurrentAdmissionsDoNotOvershoot(t *testing.T) {
 	}
 }
 
+// head is the counts of host in b as a Gate's host state sees them.
+func (b *Share) head(host string) *hostBudget {
+	h := new(hostBudget)
+	h.more.Store(b.hosts.get(host))
+	return h
+}
+
+// attached is the budget's controller of a new host state for host,
+// attached to b in second sec.
+func attached(b *Share, host string, sec int64) *budgetCtl {
+	c := &budgetCtl{b: b, h: new(hostBudget)}
+	c.h.attach(b, host, sec)
+	return c
+}
+
 // recordFirst counts a first attempt to host in second sec.
 func (b *Share) recordFirst(host string, _ []byte, sec int64) {
 	h := b.hosts.get(host)
@@ -135,8 +150,7 @@ func (b *Share) recordFirst(host string, _ []byte, sec int64) {
 // they are sent; with no ratio, nothing is ever lent.
 func TestBudgetLoan(t *testing.T) {
 	b := share(0.1, 10)
-	var c budgetCtl
-	c.attach(b, "h", unixSecond())
+	c := attached(b, "h", unixSecond())
 	sec := unixSecond()
 	if !c.solvent() {
 		t.Fatal("a new budget owes something")
@@ -147,7 +161,7 @@ func TestBudgetLoan(t *testing.T) {
 	if c.solvent() {
 		t.Fatal("solvent after lending 3")
 	}
-	if got := sum(c.e.v.counted(), sec, budgetBuckets); got != 3 {
+	if got := sum(c.h.counted(), sec, budgetBuckets); got != 3 {
 		t.Errorf("%v retries counted, want the 3 lent", got)
 	}
 	for range 29 {
@@ -160,8 +174,7 @@ func TestBudgetLoan(t *testing.T) {
 	if !c.solvent() {
 		t.Error("not solvent once the 30 first attempts owed were sent")
 	}
-	var none budgetCtl
-	none.attach(share(0, 10), "h", unixSecond())
+	none := attached(share(0, 10), "h", unixSecond())
 	if none.solvent() {
 		t.Error("a budget with no ratio may lend")
 	}
@@ -173,34 +186,33 @@ func TestBudgetLoan(t *testing.T) {
 // nothing.
 func TestBudgetLoanAnswered(t *testing.T) {
 	b := share(0.1, 10)
-	var c budgetCtl
-	c.attach(b, "h", unixSecond())
+	c := attached(b, "h", unixSecond())
 	sec := unixSecond()
 	for range 3 {
 		c.lend(sec)
 	}
 	c.observe(observation{answered: true, lent: sec})
 	c.observe(observation{answered: true, retry: true}) // not lent: repays nothing
-	if got := sum(c.e.v.counted(), sec, budgetBuckets); got != 2 {
+	if got := sum(c.h.counted(), sec, budgetBuckets); got != 2 {
 		t.Errorf("%v retries counted after one lent retry was answered, want 2", got)
 	}
-	if got := c.e.v.owed.Load(); got != 20 {
+	if got := c.h.retried().owed.Load(); got != 20 {
 		t.Errorf("%d first attempts owed after one of 3 lent retries was answered, want 20", got)
 	}
 	c.observe(observation{failed: true, lent: sec})
-	if got := c.e.v.owed.Load(); got != 20 {
+	if got := c.h.retried().owed.Load(); got != 20 {
 		t.Errorf("%d first attempts owed after a lent retry failed, want 20 still", got)
 	}
 	c.giveBack(permit{charged: true, chargedSec: sec, lent: true}, time.Time{}) // the third, never sent
-	if got := c.e.v.owed.Load(); got != 10 {
+	if got := c.h.retried().owed.Load(); got != 10 {
 		t.Errorf("%d first attempts owed after a lent retry was not sent, want 10", got)
 	}
 	for range 10 {
 		c.countFirst(sec)
 	}
 	c.observe(observation{answered: true, lent: sec}) // an answer after the debt is paid: nothing below 0
-	if !c.solvent() || c.e.v.owed.Load() != 0 {
-		t.Errorf("owed %d once every lent retry was answered, sent back or repaid, want 0", c.e.v.owed.Load())
+	if !c.solvent() || c.h.retried().owed.Load() != 0 {
+		t.Errorf("owed %d once every lent retry was answered, sent back or repaid, want 0", c.h.retried().owed.Load())
 	}
 }
 
@@ -208,8 +220,7 @@ func TestBudgetLoanAnswered(t *testing.T) {
 // would let go is refused, reason budget (the floor is withdrawn, not
 // lent later); on a healthy host, the floor charges it.
 func TestBudgetHoldsNone(t *testing.T) {
-	var c budgetCtl
-	c.attach(share(0.1, 10), "h", unixSecond())
+	c := attached(share(0.1, 10), "h", unixSecond())
 	sec := unixSecond()
 	if v := c.admit(query{kind: kindRetry, sec: sec}); v.act != actRefuse || v.reason != reasonBudget {
 		t.Errorf("a retry that only the floor fits, on a failing host: %v (%s), want refused, budget", v.act, v.reason)

@@ -13,9 +13,8 @@ func TestBudgetKeepsHalfFromTheSheddable(t *testing.T) {
 	for _, floor := range []float64{0, 10} {
 		var b Share
 		b.Init(0.1, floor)
-		var c budgetCtl
 		sec := int64(1_800_000_000)
-		c.attach(&b, "h", sec)
+		c := attached(&b, "h", sec)
 		for range 100 {
 			c.admit(query{kind: kindFirst, sec: sec})
 		}

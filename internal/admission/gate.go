@@ -64,8 +64,9 @@ var controllers = [...]struct {
 	pacer bool
 	add   func(g *Gate, h *hostState, c *controls) controller
 }{
-	{func(s *Settings) bool { return s.Budget != nil }, false, func(_ *Gate, h *hostState, _ *controls) controller {
-		return &h.bud // attached as the host is made: every host counts its first attempts
+	{func(s *Settings) bool { return s.Budget != nil }, false, func(g *Gate, h *hostState, c *controls) controller {
+		c.bud = budgetCtl{b: g.budget, h: &h.bud} // every host counts its first attempts, from the first
+		return &c.bud
 	}},
 	{func(s *Settings) bool { return s.Breaker != nil }, false, func(g *Gate, _ *hostState, c *controls) controller {
 		c.cb.cfg, c.cb.tickets = g.breaker, &g.tickets // the probes' tickets are the Gate's
@@ -109,6 +110,9 @@ func New(s Settings) *Gate {
 	if s.Notify == nil {
 		s.Notify = func(context.Context, string, bool, int) {}
 	}
+	if b := s.Budget; b != nil && b.own && !b.claimed.CompareAndSwap(false, true) {
+		panic("admission: an owned Share given to a second Gate")
+	}
 	g := &Gate{s: s, budget: s.Budget, breaker: s.Breaker, paced: s.paced(), scoreCap: failingAfter}
 	if g.breaker != nil {
 		g.scoreCap = int32(max(g.breaker.Threshold, failingAfter))
@@ -118,7 +122,9 @@ func New(s Settings) *Gate {
 		if !h.idle(mono()) {
 			return false
 		}
-		h.bud.detach() // evicted: the shared Share's entry may go once no one points to it
+		if g.budget != nil {
+			h.bud.detach(g.budget) // evicted: the shared Share's entry may go once no one points to it
+		}
 		return true
 	}
 	return g
@@ -146,7 +152,7 @@ func (g *Gate) chargeRepeat(t *Ticket) {
 	if g.budget == nil {
 		return
 	}
-	if v := t.hs.bud.admit(t.question(kindRepeat)); v.act == actSend {
+	if v := g.budgetOf(t.hs).admit(t.question(kindRepeat)); v.act == actSend {
 		t.p = t.p.with(v.permit)
 	}
 }
@@ -278,11 +284,11 @@ func (g *Gate) observe(t *Ticket, r Outcome) observation {
 		t.answer = time.Duration(o.rtt)
 	}
 	switch {
-	case r.Answered && hs.lat != nil && !t.retry:
-		hs.lat.record(cmp.Or(r.Latency, time.Duration(o.rtt)))
+	case r.Answered && g.s.Hedge && !t.retry:
+		hs.latencies().record(cmp.Or(r.Latency, time.Duration(o.rtt)))
 		fallthrough
 	case r.Answered:
-		o.lend = hs.health.outage(o.now) && (g.budget == nil || hs.bud.solvent()) // a healthy host's: one load
+		o.lend = hs.health.outage(o.now) && (g.budget == nil || g.budgetOf(hs).solvent()) // a healthy host's: one load
 		hs.health.answer(t.start, o.now)
 		o.answered = true
 	case r.Failed && !hs.health.stale(t.start):
@@ -316,7 +322,7 @@ func (g *Gate) endClock(t *Ticket, answered bool) (time.Time, int64) {
 	case g.paced:
 		at := time.Now()
 		return at, monoAt(at)
-	case answered && !t.retry && t.hs.lat == nil && t.hs.health.level() == 0:
+	case answered && !t.retry && !g.s.Hedge && t.hs.health.level() == 0:
 		return time.Time{}, t.start
 	}
 	return time.Time{}, mono()
@@ -342,7 +348,7 @@ func (g *Gate) report(t *Ticket) {
 			if open {
 				score = int(hs.health.level())
 			}
-			g.s.Notify(t.ctx, hs.host, open, score)
+			g.s.Notify(t.ctx, t.host(), open, score)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func TestSharedBudgetStaysOne(t *testing.T) {
 		for i := range 200 { // the second Transport's other hosts make both maps merge
 			c2.hosts.getKey("other"+string(rune('a'+i%26))+string(rune('a'+i/26)), nil, unixSecond())
 		}
-		if h2 := c2.hosts.get("h"); h2.bud.e != h1.bud.e {
+		if h2 := c2.hosts.get("h"); h2.bud.more.Load() != h1.bud.more.Load() {
 			t.Fatal("two Transports sharing a Budget count host h apart after a minute idle")
 		}
 	})

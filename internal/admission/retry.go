@@ -198,10 +198,10 @@ func (g *Gate) mayHold(hs *hostState, m int64) bool {
 	switch {
 	case g.breaker == nil || g.breaker.FailFast:
 		return false
-	case g.budget == nil || hs.circuit().lends() || hs.bud.solvent():
+	case g.budget == nil || hs.circuit().lends() || g.budgetOf(hs).solvent():
 		return true
 	}
-	return hs.bud.room(secondOf(m))
+	return g.budgetOf(hs).room(secondOf(m))
 }
 
 // afterWait passes a retry whose wait has ended: if the breaker opened
@@ -309,9 +309,9 @@ func (g *Gate) leave(t *Ticket, end holdEnd, ticket uint64) (reason string, agai
 func (g *Gate) tell(t *Ticket, end holdEnd, lent bool) {
 	switch {
 	case end == holdReleased && g.s.OnRelease != nil:
-		g.s.OnRelease(t.hs.host, lent)
+		g.s.OnRelease(t.host(), lent)
 	case end == holdProbe && g.s.OnProbe != nil:
-		g.s.OnProbe(t.ctx, t.hs.host)
+		g.s.OnProbe(t.ctx, t.host())
 	}
 }
 
@@ -336,9 +336,10 @@ func (g *Gate) charge(t *Ticket, end holdEnd) (v verdict, lent bool) {
 	// few held, probes on its share alone.
 	a.healthy = a.healthy || end == holdReleased || end == holdGo ||
 		(end == holdProbe && hs.circuit().holding() >= crowdSize)
-	v = hs.bud.admit(a)
+	bud := g.budgetOf(hs)
+	v = bud.admit(a)
 	if v.act != actSend && end == holdReleased && hs.circuit().borrow() {
-		hs.bud.lend(a.sec) // released by a recovery, beyond the share
+		bud.lend(a.sec) // released by a recovery, beyond the share
 		return verdict{act: actSend, permit: permit{charged: true, chargedSec: a.sec, lent: true}}, true
 	}
 	return v, false

@@ -17,6 +17,8 @@ type Ticket struct {
 	g         *Gate
 	hs        *hostState // the host's admission state; nil without a Gate
 	ctx       context.Context
+	scheme    string        // the request's URL's scheme and host, as given:
+	rawHost   string        // its host's canonical name is made of them when it is told (host)
 	ctxEnd    time.Time     // its context's deadline, zero if none
 	elapsed   time.Time     // when WithMaxElapsed ends it, zero if never
 	firstFail time.Time     // when its first attempt failed
@@ -58,6 +60,7 @@ type Request struct {
 // host's latency after which a hedged copy may go (0: none known yet).
 func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason string, err error) {
 	t.g, t.ctx, t.ctxEnd, t.elapsed, t.owned, t.level = g, r.Ctx, r.CtxEnd, r.MaxElapsedEnd, r.Owned, r.Level
+	t.scheme, t.rawHost = r.Scheme, r.Host
 	if g == nil {
 		return 0, "", nil
 	}
@@ -74,14 +77,14 @@ func (t *Ticket) First(g *Gate, r *Request) (hedgeAfter time.Duration, reason st
 		// The success path: while the breaker is closed, only the budget
 		// has anything to do with a first attempt (count it), and it
 		// refuses none; asked directly, it costs no dispatch.
-		if !t.p.charged {
-			hs.bud.countFirst(t.sec)
+		if b := g.budget; b != nil && !t.p.charged {
+			hs.bud.countFirst(t.sec, b.own)
 		}
 	} else if reason, err = g.admitFirst(t); reason != "" || err != nil {
 		return 0, reason, err
 	}
-	if r.Hedge > 0 && hs.lat != nil {
-		hedgeAfter = hs.lat.percentile(r.Hedge)
+	if r.Hedge > 0 && g.s.Hedge {
+		hedgeAfter = hs.latencies().percentile(r.Hedge)
 	}
 	return hedgeAfter, "", nil
 }
@@ -100,7 +103,7 @@ func (t *Ticket) Done(o *Outcome) (failing bool) {
 	case o.Panicked:
 		t.giveBack(t.p.pacedOnly())
 		return false
-	case o.Answered && !t.retry && !t.g.paced && hs.lat == nil && t.p.probe == 0 && !t.p.lent &&
+	case o.Answered && !t.retry && !t.g.paced && !t.g.s.Hedge && t.p.probe == 0 && !t.p.lent &&
 		hs.health.level() == 0 && (hs.ctl.Load() == nil || hs.circuit().quiet()):
 		// The success path: a first attempt that a healthy host answered,
 		// without pacers or hedging, tells the controllers nothing (the
@@ -139,6 +142,18 @@ func (t *Ticket) Hedge() bool {
 		}
 	}
 	return true
+}
+
+// host is the canonical name of t's host, as its state is keyed: for
+// breaker events and the simulator's hooks, which are told it seldom, so
+// that no host state keeps it twice.
+func (t *Ticket) host() string {
+	var buf [maxHostKey]byte
+	key, b := canonicalHost(t.scheme, t.rawHost, &buf)
+	if b != nil {
+		return string(b)
+	}
+	return key
 }
 
 // question is a new question of kind kd about t's host, now: whether the
