@@ -72,7 +72,7 @@ const shedPart = 0.5
 // fits reports whether the retries counted now plus add fit part of the
 // share or, with floor, the floor.
 func (b *Share) fits(h *hostBudget, sec int64, floor bool, add, part float64) bool {
-	r := h.counted()
+	r := &h.retried().buckets
 	if sum(r, sec, budgetBuckets)+add <= part*b.ratio*h.firstsIn(sec, budgetBuckets) {
 		return true
 	}
@@ -108,7 +108,7 @@ func (b *Share) allow(h *hostBudget, sec int64, floor bool, part float64) bool {
 // refund gives back a retry spent in second sec that was never sent, if
 // its bucket still counts that second.
 func (b *Share) refund(h *hostBudget, sec int64) {
-	cur := &h.counted()[uint64(sec)%budgetBuckets]
+	cur := &h.retried().buckets[uint64(sec)%budgetBuckets]
 	epoch := uint64(uint32(sec))
 	for {
 		old := cur.Load()
@@ -174,15 +174,12 @@ func (c *budgetCtl) admit(a query) verdict {
 // kept as long as they are pointed to (detach).
 func (c *budgetCtl) idle(int64) bool { return true }
 
-// attach points h at b's entry for host, in second sec, unless b is
-// owned: then h keeps the host's counts itself.
+// attach points h at b's entry for host, in second sec: b is shared (an
+// owned Share's counts are kept in h itself).
 func (h *hostBudget) attach(b *Share, host string, sec int64) {
-	if b.own {
-		return
-	}
-	e := b.hosts.entry(host, nil, sec)
-	e.v.refs.Add(1)
-	h.more.Store(&e.v)
+	e := b.hosts.getKey(host, nil, sec)
+	e.refs.Add(1)
+	h.more.Store(e)
 }
 
 // detach lets go of b's entry: the host is forgotten, and the shared

@@ -135,7 +135,9 @@ func (b *Share) head(host string) *hostBudget {
 // attached to b in second sec.
 func attached(b *Share, host string, sec int64) *budgetCtl {
 	c := &budgetCtl{b: b, h: new(hostBudget)}
-	c.h.attach(b, host, sec)
+	if !b.own {
+		c.h.attach(b, host, sec)
+	}
 	return c
 }
 
@@ -161,7 +163,7 @@ func TestBudgetLoan(t *testing.T) {
 	if c.solvent() {
 		t.Fatal("solvent after lending 3")
 	}
-	if got := sum(c.h.counted(), sec, budgetBuckets); got != 3 {
+	if got := sum(&c.h.retried().buckets, sec, budgetBuckets); got != 3 {
 		t.Errorf("%v retries counted, want the 3 lent", got)
 	}
 	for range 29 {
@@ -193,7 +195,7 @@ func TestBudgetLoanAnswered(t *testing.T) {
 	}
 	c.observe(observation{answered: true, lent: sec})
 	c.observe(observation{answered: true, retry: true}) // not lent: repays nothing
-	if got := sum(c.h.counted(), sec, budgetBuckets); got != 2 {
+	if got := sum(&c.h.retried().buckets, sec, budgetBuckets); got != 2 {
 		t.Errorf("%v retries counted after one lent retry was answered, want 2", got)
 	}
 	if got := c.h.retried().owed.Load(); got != 20 {

@@ -72,10 +72,6 @@ func (h *hostBudget) retried() *retryCounts {
 	return &noRetries
 }
 
-// counted is h's retries' buckets, noRetries' if it has made none: to
-// read.
-func (h *hostBudget) counted() *buckets { return &h.retried().buckets }
-
 // counting is h's retries' counts, made if it has none: to count in.
 func (h *hostBudget) counting() *retryCounts {
 	m := h.counts()

@@ -89,7 +89,7 @@ func (p pair) retry(t *testing.T, r *rand.Rand, sec int64) {
 	case 1:
 		p.both(t, "give back", func(c *budgetCtl) any {
 			c.giveBack(permit{charged: true, chargedSec: sec}, q.at)
-			return sum(c.h.counted(), sec, budgetBuckets)
+			return sum(&c.h.retried().buckets, sec, budgetBuckets)
 		})
 	case 2:
 		if p.own.b.ratio > 0 && r.IntN(4) == 0 {

@@ -43,8 +43,8 @@ var noCircuit circuit
 // initHost prepares a new host: its budget's entry in a shared Budget,
 // and, with pacers or hedging, which judge every attempt, its controls.
 func (g *Gate) initHost(key string, h *hostState) {
-	if g.budget != nil {
-		h.bud.attach(g.budget, key, unixSecond())
+	if b := g.budget; b != nil && !b.own {
+		h.bud.attach(b, key, unixSecond()) // an owned Share's counts are h's own
 	}
 	if g.paced || g.s.Hedge {
 		g.controlsOf(h)

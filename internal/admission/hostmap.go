@@ -63,12 +63,6 @@ func (hm *hostMap[T]) get(host string) *T { return hm.getKey(host, nil, 0) }
 // (a key built on the caller's stack: the lookup then allocates nothing),
 // and marks it used in second sec.
 func (hm *hostMap[T]) getKey(s string, b []byte, sec int64) *T {
-	return &hm.entry(s, b, sec).v
-}
-
-// entry is getKey's, with the entry itself, so that its user can mark it
-// used later.
-func (hm *hostMap[T]) entry(s string, b []byte, sec int64) *hostEntry[T] {
 	if m := hm.read.Load(); m != nil {
 		var e *hostEntry[T]
 		var ok bool
@@ -79,10 +73,10 @@ func (hm *hostMap[T]) entry(s string, b []byte, sec int64) *hostEntry[T] {
 		}
 		if ok {
 			e.touch(sec)
-			return e
+			return &e.v
 		}
 	}
-	return hm.slow(s, b, sec)
+	return &hm.slow(s, b, sec).v
 }
 
 func (hm *hostMap[T]) slow(s string, b []byte, sec int64) *hostEntry[T] {
