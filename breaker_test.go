@@ -319,3 +319,48 @@ func TestBreakerProbeLeavesTimeToAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A status by which the host turns requests away (429, 502, 503, 504) is a
+// failure of the host even when the caller does not retry it: here 503,
+// made final by WithNonRetryableStatuses, while the host is down. Its 503s
+// do not count as the host's answers: they neither close the breaker that
+// the 502s opened nor release the 502s' held retries into the outage.
+func TestFinalRefusalIsNoAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := newFailing()
+		var held atomic.Int64 // attempts to /held, the requests whose retries are held
+		base.fail = func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/held" {
+				held.Add(1)
+				return reply(r, 502, nil), nil
+			}
+			return reply(r, 503, nil), nil
+		}
+		tr := New(base, WithNonRetryableStatuses(503))
+		const n = 40
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/held", nil)); err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		for range 20 { // the final 503s of other requests, while the retries are held
+			time.Sleep(50 * time.Millisecond)
+			resp, err := tr.RoundTrip(newRequest(t, "GET", "http://h/final", nil))
+			if err != nil || resp.StatusCode != 503 {
+				t.Fatalf("RoundTrip = %v, %v; want its one 503", resp, err)
+			}
+			resp.Body.Close()
+		}
+		if got := held.Load(); got > n+10 {
+			t.Errorf("%d attempts for %d requests held in an outage: the final 503s released their retries", got, n)
+		}
+		if !hostOf(tr, "h").Open {
+			t.Error("the breaker closed on 503s while the host was down")
+		}
+		base.down.Store(false)
+		wg.Wait()
+	})
+}

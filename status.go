@@ -383,23 +383,26 @@ var codeLabels = func() (l [1000]string) {
 }()
 
 // told fills o, a zero Outcome, with what admission is told of an
-// attempt that ended with r: an answer, a fresh failure worth retrying
-// (one that reached the host, or a refused connection, which reached no
-// application but says that the host serves no one), and, for the
-// pacers, whether it reached the host, whether it was rejected (the host
-// turned it away, or could not take it: 429, 502, 503 or 504, a timeout,
-// the attempt's or its context's deadline, or a connection error; any
-// other answer, a 500 included, was served; a request its caller
-// canceled says nothing), and what the answer said.
+// attempt that ended with r: an answer, a fresh failure (one worth
+// retrying that reached the host, a refused connection, which reached no
+// application but says that the host serves no one, or a status by which
+// the host turned it away, 429, 502, 503 or 504, even one the caller does
+// not retry: the host's health is the host's word, not the caller's
+// wish), and, for the pacers, whether it reached the host, whether it was
+// rejected (the host turned it away, or could not take it: those
+// statuses, a timeout, the attempt's or its context's deadline, or a
+// connection error; any other answer, a 500 included, was served; a
+// request its caller canceled says nothing), and what the answer said.
 func (r *result) told(o *admission.Outcome) {
 	// Field by field, into the caller's zero o: no copy of a temporary.
-	o.Answered = r.err == nil && !r.retryable
 	if r.resp != nil {
 		code := r.resp.StatusCode
-		o.Failed, o.Sent, o.Header, o.Status = r.retryable, true, r.resp.Header, code
 		o.Rejected = code == http.StatusTooManyRequests || (code >= http.StatusBadGateway && code <= http.StatusGatewayTimeout)
+		o.Failed, o.Sent, o.Header, o.Status = r.retryable || o.Rejected, true, r.resp.Header, code
+		o.Answered = r.err == nil && !o.Failed
 		return
 	}
+	o.Answered = r.err == nil && !r.retryable
 	canceled := r.outcome == outcomeCanceled && !errors.Is(r.err, context.DeadlineExceeded)
 	o.Failed = r.retryable && (!r.notSent || isDialError(r.err))
 	o.Sent, o.Canceled, o.Rejected = !r.notSent && !canceled, canceled, r.err != nil && !canceled

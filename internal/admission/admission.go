@@ -211,7 +211,7 @@ type observation struct {
 // An Outcome is how an attempt ended, as its Transport tells Done.
 type Outcome struct {
 	Answered bool          // the host did its job: no error, nothing worth retrying
-	Failed   bool          // a failure worth retrying that reached the host, or a refused connection
+	Failed   bool          // a failure worth retrying that reached the host, a refusal (429, 502, 503, 504) even if not retried, or a refused connection
 	Panicked bool          // its base panicked: nothing is known
 	Latency  time.Duration // a hedged first attempt's winning copy's own latency; 0: since First
 	// For the pacers:
