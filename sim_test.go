@@ -54,9 +54,11 @@ var (
 // gave up after the host answered again; 12268 refused a sheddable attempt
 // on a guessed quota window (quotaReserve); 5852, 9692, 13096 and 23842
 // released held retries into an outage on its 503s, which the caller had
-// made final (WithNonRetryableStatuses): taken for the host's answers.
+// made final (WithNonRetryableStatuses): taken for the host's answers;
+// 14406 kept throttling the sheddable seconds after a recovery, on its
+// own refusals, counted as sent to the host.
 var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510, 39, 12268,
-	5852, 9692, 13096, 23842}
+	5852, 9692, 13096, 23842, 14406}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh

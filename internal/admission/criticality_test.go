@@ -197,3 +197,33 @@ func TestLimitLineServesTheSheddableInTime(t *testing.T) {
 	}
 	t.Fatal("the sheddable attempt was never served")
 }
+
+// Once the host accepts all it is sent, the sheddable are sent again: the
+// refusals of an overload past, which never reached the host, do not
+// keep them out (they did, counted as the host's: a fifth sheddable kept
+// the host "sent" 1.25 × what it accepted, and so on for ever).
+func TestThrottleLetsTheSheddableBackIn(t *testing.T) {
+	th := newThrottle(2, gauge{})
+	th.views[0].req, th.views[0].acc = 20, 5 // an overload, just past
+	th.views[1].req, th.views[1].acc = 400, 100
+	base := int64(1 << 40)
+	th.at = base
+	refused := 0
+	for i := range 10_000 { // 1,000 a second for 10 s, a fifth sheddable, all accepted
+		now := base + int64(i)*int64(time.Millisecond)
+		level := int8(0)
+		if i%5 == 0 {
+			level = -1
+		}
+		if v := th.admit(query{kind: kindFirst, now: now, level: level}); v.act != actSend {
+			if i >= 5_000 {
+				refused++
+			}
+			continue
+		}
+		th.observe(observation{sent: true, now: now, start: now})
+	}
+	if refused > 10 {
+		t.Errorf("%d of the last 5 s' 5,000 requests refused by a throttle whose host accepts all it is sent; want none", refused)
+	}
+}

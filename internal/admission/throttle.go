@@ -52,8 +52,8 @@ type throttle struct {
 }
 
 type throttleView struct {
-	tau      float64 // time constant, in nanoseconds
-	req, acc float64 // decayed counts
+	tau           float64 // time constant, in nanoseconds
+	req, acc, ref float64 // decayed counts: requests (refused ones included), accepts, refusals
 }
 
 // newThrottle is a host's throttle, its state shown on g.
@@ -79,7 +79,7 @@ func (t *throttle) decay(now int64) {
 		for i := range t.views {
 			v := &t.views[i]
 			f := math.Exp(-float64(d) / v.tau)
-			v.req, v.acc = v.req*f, v.acc*f
+			v.req, v.acc, v.ref = v.req*f, v.acc*f, v.ref*f
 		}
 		f := math.Exp(-float64(d) / t.views[1].tau)
 		for i := range t.offered {
@@ -98,6 +98,17 @@ func (t *throttle) probability() float64 { return t.refusing(t.ratio) }
 // Transport's is larger: they yield until the host receives little more
 // than it accepts, so that the others' attempts are rarely turned away.
 const shedRatio = 1.05
+
+// shedding is the share of requests to refuse, sheddable first, for the
+// host to receive (not to be offered: what the throttle refused never
+// reached it) at most shedRatio × what it accepts, over the long view;
+// mu is held. A host that accepts all it receives is sent all: the
+// refusals of an overload past do not keep the sheddable out.
+func (t *throttle) shedding() float64 {
+	l := &t.views[1]
+	sent := max(l.req-l.ref, 0)
+	return max((sent-min(t.ratio, shedRatio)*l.acc)/(sent+1), 0)
+}
 
 // refusing is the share of requests to refuse for the host to receive
 // ratio × what it accepts; mu is held.
@@ -147,6 +158,7 @@ func (t *throttle) admit(a query) verdict {
 	if refused {
 		for i := range t.views {
 			t.views[i].req++ // a request sent is counted as it ends
+			t.views[i].ref++
 		}
 	}
 	t.mu.Unlock()
@@ -168,7 +180,7 @@ func (t *throttle) share(p float64, l int8) float64 {
 	total := t.offered[0] + t.offered[1] + t.offered[2]
 	shed := 0.0 // refusals of the sheddable, in offered attempts
 	if t.offered[0] > 0 {
-		shed = min(t.offered[0], total*max(p, t.refusing(min(t.ratio, shedRatio))))
+		shed = min(t.offered[0], total*max(p, t.shedding()))
 	}
 	if l == 0 {
 		return shed / t.offered[0]
@@ -215,7 +227,7 @@ func (t *throttle) observe(o observation) change {
 		// Nothing accepted lately, and this is: the host is back.
 		// Forget the refusals, keep the accepts.
 		for i := range t.views {
-			t.views[i].req = t.views[i].acc
+			t.views[i].req, t.views[i].ref = t.views[i].acc, 0
 		}
 	}
 	for i := range t.views {
