@@ -74,6 +74,7 @@ func TestThrottleRefusesTheSheddableFirst(t *testing.T) {
 	// are refused; the sheddable yield until it is sent 1.05 × what it
 	// accepts (47% refused), and the critical none.
 	th.init(1.25)
+	th.views[0].req, th.views[0].acc = 20, 10 // turning away half now
 	th.views[1].req, th.views[1].acc = 1000, 500
 	p := th.probability()
 	th.offered = [3]float64{70, 0, 30}

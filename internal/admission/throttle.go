@@ -99,15 +99,22 @@ func (t *throttle) probability() float64 { return t.refusing(t.ratio) }
 // than it accepts, so that the others' attempts are rarely turned away.
 const shedRatio = 1.05
 
-// shedding is the share of requests to refuse, sheddable first, for the
-// host to receive (not to be offered: what the throttle refused never
-// reached it) at most shedRatio × what it accepts, over the long view;
-// mu is held. A host that accepts all it receives is sent all: the
-// refusals of an overload past do not keep the sheddable out.
+// shedding is the share of requests to refuse, sheddable first, while
+// the host turns requests away (over the short view, at least half a
+// request's worth of what it received; what the throttle refused never
+// reached it) and receives more than shedRatio × what it accepts over the
+// long view: as many as bring what it is offered, the refused included,
+// down to that ratio, so that the sheddable keep out of an overload for
+// as long as it lasts; and none once the host accepts what it receives,
+// so that the refusals of an overload past do not keep them out; mu is
+// held.
 func (t *throttle) shedding() float64 {
-	l := &t.views[1]
-	sent := max(l.req-l.ref, 0)
-	return max((sent-min(t.ratio, shedRatio)*l.acc)/(sent+1), 0)
+	s, l := &t.views[0], &t.views[1]
+	r := min(t.ratio, shedRatio)
+	if s.req-s.ref-s.acc < 0.5 || l.req-l.ref-r*l.acc <= 0 {
+		return 0
+	}
+	return t.refusing(r)
 }
 
 // refusing is the share of requests to refuse for the host to receive
