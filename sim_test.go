@@ -56,9 +56,11 @@ var (
 // released held retries into an outage on its 503s, which the caller had
 // made final (WithNonRetryableStatuses): taken for the host's answers;
 // 14406 kept throttling the sheddable seconds after a recovery, on its
-// own refusals, counted as sent to the host.
+// own refusals, counted as sent to the host; 19253 was the checker's: a
+// slow host's timeouts, which the throttle counts as turned away, kept
+// the sheddable out after its recovery.
 var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510, 39, 12268,
-	5852, 9692, 13096, 23842, 14406}
+	5852, 9692, 13096, 23842, 14406, 19253}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh
@@ -780,6 +782,7 @@ type simBase struct {
 	sent       map[string][]simAttempt
 	oks        map[string][]time.Duration // when a 200 was answered, per host
 	downs      map[string][]time.Duration // when an outage's failure was answered (or refused), per host
+	timeouts   map[string][]time.Duration // when an attempt's deadline, the caller's or its own, ended it at the host, per host
 	used       map[string]map[int64]int   // the server quota's use, per host and window
 	quotaWords int                        // answers that stated the quota
 	policySaid map[string]bool            // hosts that were told the wild RateLimit-Policy (faults.policyOnce)
@@ -827,6 +830,17 @@ type simAttempt struct {
 	level    string        // the criticality header it carried, when drawn
 }
 
+// timedOut notes an attempt that its deadline, the caller's or its own,
+// ended while the host took its time: the client's throttle counts it as
+// turned away.
+func (b *simBase) timedOut(r *http.Request) {
+	if c := context.Cause(r.Context()); errors.Is(c, context.DeadlineExceeded) || errors.Is(c, ErrAttemptTimeout) {
+		b.mu.Lock()
+		b.timeouts[r.URL.Host] = append(b.timeouts[r.URL.Host], time.Since(b.start))
+		b.mu.Unlock()
+	}
+}
+
 func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	body := b.readBody(r)
 	id := r.Header.Get("X-Sim")
@@ -842,6 +856,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if f.hangs[id] == n {
 		<-r.Context().Done()
+		b.timedOut(r)
 		return nil, r.Context().Err()
 	}
 	if f.latency > 0 {
@@ -850,6 +865,7 @@ func (b *simBase) RoundTrip(r *http.Request) (*http.Response, error) {
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
+			b.timedOut(r)
 			return nil, r.Context().Err()
 		}
 	}
@@ -1057,7 +1073,7 @@ type simOutcome struct {
 func (s *simulation) run(t *testing.T) []string {
 	start := time.Now()
 	b := &simBase{s: s, start: start, sent: map[string][]simAttempt{},
-		oks: map[string][]time.Duration{}, downs: map[string][]time.Duration{}, policySaid: map[string]bool{}}
+		oks: map[string][]time.Duration{}, downs: map[string][]time.Duration{}, timeouts: map[string][]time.Duration{}, policySaid: map[string]bool{}}
 	m := NewMetrics()
 	gu := &giveUps{start: start}
 	observe := option("observe", func(c *config) error {
@@ -1583,6 +1599,18 @@ func (s *simulation) budgetSpent(b *simBase, host string, at time.Duration) bool
 	return float64(retries+1) > s.ratio*float64(firsts) && float64(recent+1) > s.floor*span.Seconds()
 }
 
+// lastTimeout is when the latest attempt to host that its deadline ended
+// did, before at; 0 if none.
+func (b *simBase) lastTimeout(host string, at time.Duration) time.Duration {
+	var last time.Duration
+	for _, d := range b.timeouts[host] {
+		if d < at {
+			last = max(last, d)
+		}
+	}
+	return last
+}
+
 func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ...any)) {
 	if !s.faults.outageOnly || s.faults.quota > 0 { // a spent quota's 429s are failures too
 		return
@@ -1616,8 +1644,9 @@ func (s *simulation) checkRecovery(b *simBase, gu *giveUps, fail func(string, ..
 			// The throttle forgets its refusals on the first answer it
 			// sees after a spell of none; after a short outage, whose
 			// refusals were few, or late ones, they fade within its long
-			// view (2 s).
-			if up >= 0 && g.at > up+s.faults.latency+admission.ThrottleLong {
+			// view (2 s); and so do the timeouts of a slow host's
+			// attempts, which it counts as turned away.
+			if up >= 0 && g.at > max(up, b.lastTimeout(g.host, g.at))+s.faults.latency+admission.ThrottleLong {
 				fail("a request to %s was throttled at %v, after the host answered again at %v", g.host, g.at, up)
 			}
 		}
