@@ -83,9 +83,10 @@ func WithUnprocessedStatuses(codes ...int) RequestOption {
 // WithNonRetryableStatuses removes codes from the statuses retried (the
 // defaults, or those of an earlier WithRetryableStatuses), keeping the
 // keyed-409 rule unless 409 is one of them: WithNonRetryableStatuses(500)
-// retries every default status but 500. It is a policy's
-// retry.non_retryable_status. Codes outside 100..999 are invalid. It may
-// be given for one request (WithRequestOptions).
+// retries every default status but 500. A 429, 502, 503 or 504 that is
+// not retried still counts as the host's failure for the breaker. It is a
+// policy's retry.non_retryable_status. Codes outside 100..999 are invalid.
+// It may be given for one request (WithRequestOptions).
 func WithNonRetryableStatuses(codes ...int) RequestOption {
 	return requestOption("WithNonRetryableStatuses", func(c *config) error {
 		var s statusSet
