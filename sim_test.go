@@ -58,9 +58,11 @@ var (
 // 14406 kept throttling the sheddable seconds after a recovery, on its
 // own refusals, counted as sent to the host; 19253 was the checker's: a
 // slow host's timeouts, which the throttle counts as turned away, kept
-// the sheddable out after its recovery.
+// the sheddable out after its recovery; 14578 kept a flapping host's
+// recovery slowed through its next outage, so that a held retry gave up
+// at its limit after the host answered again.
 var simRegressions = []uint64{10320, 33, 8154, 9737, 1932, 1033, 30149, 32267, 1796320411515408814, 882, 7510, 39, 12268,
-	5852, 9692, 13096, 23842, 14406, 19253}
+	5852, 9692, 13096, 23842, 14406, 19253, 14578}
 
 func TestSimulator(t *testing.T) {
 	runs, first, fresh := *simRuns, *simSeed, *simFresh

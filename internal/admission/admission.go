@@ -188,6 +188,7 @@ type observation struct {
 	failed   bool   // a fresh failure worth retrying
 	retry    bool   // the attempt was a retry or a probe
 	trip     bool   // the host's score has reached the breaker's threshold over 10ms
+	outage   bool   // answered by a host that served no one
 	lend     bool   // answered by a host that served no one, whose budget owes nothing
 	lent     int64  // the Unix second a recovery lent the attempt in, beyond the budget's share; 0 if none did
 	failing  bool   // a fresh failure that leaves the host failing: a recovery's loan ends

@@ -231,7 +231,7 @@ func (cb *circuit) observeLocked(o observation, now time.Time) change {
 	switch {
 	case o.answered:
 		ch.closed = cb.open
-		cb.answered(now, o.retry, o.lend)
+		cb.answered(now, o)
 	case o.failed:
 		if o.failing {
 			cb.setLoan(0) // the host is failing again: the recovery is over, its loan with it

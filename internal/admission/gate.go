@@ -288,7 +288,8 @@ func (g *Gate) observe(t *Ticket, r Outcome) observation {
 		hs.latencies().record(cmp.Or(r.Latency, time.Duration(o.rtt)))
 		fallthrough
 	case r.Answered:
-		o.lend = hs.health.outage(o.now) && (g.budget == nil || g.budgetOf(hs).solvent()) // a healthy host's: one load
+		o.outage = hs.health.outage(o.now) // a healthy host's: one load
+		o.lend = o.outage && (g.budget == nil || g.budgetOf(hs).solvent())
 		hs.health.answer(t.start, o.now)
 		o.answered = true
 	case r.Failed && !hs.health.stale(t.start):
