@@ -72,13 +72,13 @@ const slowShare = 4
 // backlogs do not come back together. With lend (the host served no one
 // until this answer, and the budget owes nothing), the recovery may
 // release them beyond the budget's share. A slowed recovery lets them go
-// by its share of the host's fresh answers only, and stays slowed when
-// the breaker opens on a weak host's refusals; an outage ends it (the
+// by its share of the host's fresh answers only, and stays slowed through
+// a weak host's refusals, the breaker open or not; an outage ends it (the
 // host served no one: it went down, it was not turned away by what was
 // released), and the next answer begins a new recovery.
 func (cb *circuit) answered(now time.Time, o observation) {
-	retry, lend := o.retry, o.lend
-	if lend || (cb.open && (!cb.slow.Load() || o.outage)) || cb.over(now) {
+	retry, lend, slow := o.retry, o.lend, cb.slow.Load()
+	if lend || (cb.open && !slow) || (slow && o.outage) || cb.over(now) {
 		cb.recovery.begin(now)
 	}
 	cb.open, cb.probing = false, 0

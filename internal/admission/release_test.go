@@ -111,18 +111,20 @@ func TestSlowedRecoveryEnds(t *testing.T) {
 	}
 }
 
-// A slowed recovery stays slowed when the breaker opens on the refusals
-// of a host that still answers (weak), but an outage ends it: the next
-// answer, from a host that served no one (a flapping host, down again),
-// begins a new recovery, which releases at the pace of its answers, not
-// one per slowShare first attempts.
+// A slowed recovery stays slowed through the refusals of a host that
+// still answers (weak), whether they open the breaker or not, but an
+// outage ends it: the next answer, from a host that served no one (a
+// flapping host, down again), begins a new recovery, which releases at
+// the pace of its answers, not one per slowShare first attempts.
 func TestOutageEndsASlowedRecovery(t *testing.T) {
 	for _, outage := range []bool{false, true} {
-		cb, _ := slowedCircuit(t, 20)
-		cbFail(cb, 20, false, true) // the breaker opens
-		cb.observe(observation{answered: true, outage: outage, at: tAt(300)})
-		if cb.slow.Load() == outage {
-			t.Errorf("the host answered after the breaker opened, in an outage %v: slowed %v, want %v", outage, cb.slow.Load(), !outage)
+		for _, open := range []bool{false, true} {
+			cb, _ := slowedCircuit(t, 20)
+			cbFail(cb, 20, false, open) // the breaker opens, or not
+			cb.observe(observation{answered: true, outage: outage, at: tAt(300)})
+			if cb.slow.Load() == outage {
+				t.Errorf("the host answered, the breaker open %v, in an outage %v: slowed %v, want %v", open, outage, cb.slow.Load(), !outage)
+			}
 		}
 	}
 }
